@@ -1,0 +1,551 @@
+//! `echo-server`: a small upstream MCP server on stdio, used by toolgate's tests and benchmarks.
+//!
+//! Tools: `echo`, `add` (structured output), `sleep` (progress and cancellation), `fail`
+//! (`isError: true`), and `add_tool` / `remove_tool` (dynamic tools plus
+//! `notifications/tools/list_changed`). Optional environment knobs:
+//! `ECHO_CALL_LOG=<path>` appends `{"tool":…,"arguments":…}` per `tools/call` before it runs;
+//! `ECHO_CANCEL_LOG=<path>` gets `cancelled sleep` per cancelled `sleep`;
+//! `ECHO_EXTRA_TOOLS=N` adds echo-like tools `tool_0000`…; `ECHO_PAGE_SIZE=N` paginates
+//! `tools/list`; `ECHO_ODD_NAMES=1` adds `dotted.name/with spaces` and an 80-character name;
+//! `ECHO_STDERR_MSG=<text>` is printed to stderr at startup; `ECHO_EXIT_AT_START=<code>` makes
+//! the server exit with that code before serving. stdout carries only MCP messages.
+
+use std::{
+    borrow::Cow,
+    io::Write,
+    path::PathBuf,
+    sync::{Arc, Mutex, MutexGuard, PoisonError},
+    time::Duration,
+};
+
+use rmcp::{
+    ErrorData as McpError, RoleServer, ServerHandler, ServiceExt,
+    model::{
+        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+        JsonObject, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+        ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    },
+    service::RequestContext,
+    transport::stdio_pipes,
+};
+use serde_json::{Value, json};
+
+const SERVER_NAME: &str = "echo-server";
+/// Upper bound for `sleep.ms` (one day), so deadlines cannot overflow.
+const MAX_SLEEP_MS: u64 = 86_400_000;
+/// Upper bound for `sleep.steps`, so one call cannot flood the client with progress.
+const MAX_SLEEP_STEPS: u64 = 10_000;
+/// Prefix of the opaque `tools/list` cursor; the rest is the offset of the next page.
+const CURSOR_PREFIX: &str = "echo-page-";
+
+/// What a tool does when it is called.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Echo,
+    Add,
+    Sleep,
+    Fail,
+    AddTool,
+    RemoveTool,
+    /// Added at runtime by `add_tool`; behaves like `echo` and can be removed.
+    Dynamic,
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    tool: Tool,
+    kind: Kind,
+}
+
+#[derive(Debug)]
+struct State {
+    /// Every tool, in listing order.
+    tools: Mutex<Vec<Entry>>,
+    call_log: Option<PathBuf>,
+    cancel_log: Option<PathBuf>,
+    page_size: Option<usize>,
+    /// Serialises appends to the log files.
+    log_lock: Mutex<()>,
+}
+
+#[derive(Debug, Clone)]
+struct EchoServer {
+    state: Arc<State>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Turns a `json!` object literal into a tool schema.
+fn schema(value: Value) -> Arc<JsonObject> {
+    match value {
+        Value::Object(map) => Arc::new(map),
+        _ => Arc::new(JsonObject::new()),
+    }
+}
+
+fn text_schema() -> Arc<JsonObject> {
+    schema(json!({
+        "type": "object",
+        "properties": {
+            "text": {"type": "string", "description": "Text to echo back"}
+        },
+        "required": ["text"],
+        "additionalProperties": false
+    }))
+}
+
+fn echo_like(
+    name: impl Into<Cow<'static, str>>,
+    description: impl Into<Cow<'static, str>>,
+) -> Tool {
+    Tool::new(name, description, text_schema())
+}
+
+fn builtin_tools() -> Vec<Entry> {
+    let echo = echo_like("echo", "Return the given text unchanged")
+        .with_title("Echo")
+        .with_annotations(ToolAnnotations::new().read_only(true).idempotent(true));
+    let add = Tool::new(
+        "add",
+        "Add two numbers and return their sum as structured content",
+        schema(json!({
+            "type": "object",
+            "properties": {
+                "a": {"type": "number", "description": "Left operand"},
+                "b": {"type": "number", "description": "Right operand"}
+            },
+            "required": ["a", "b"],
+            "additionalProperties": false
+        })),
+    )
+    .with_raw_output_schema(schema(json!({
+        "type": "object",
+        "properties": {"sum": {"type": "number"}},
+        "required": ["sum"]
+    })));
+    let sleep = Tool::new(
+        "sleep",
+        "Wait `ms` milliseconds in `steps` equal waits, reporting progress after each step",
+        schema(json!({
+            "type": "object",
+            "properties": {
+                "ms": {"type": "integer", "minimum": 0, "description": "Total time to wait"},
+                "steps": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "default": 1,
+                    "description": "Number of equal waits; progress is reported after each"
+                }
+            },
+            "required": ["ms"],
+            "additionalProperties": false
+        })),
+    );
+    let fail = Tool::new(
+        "fail",
+        "Always fail with a tool error (isError: true)",
+        schema(json!({
+            "type": "object",
+            "properties": {
+                "message": {"type": "string", "description": "Error text to return"}
+            },
+            "required": [],
+            "additionalProperties": false
+        })),
+    );
+    let name_schema = |what: &str| {
+        schema(json!({
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "description": what}
+            },
+            "required": ["name"],
+            "additionalProperties": false
+        }))
+    };
+    let add_tool = Tool::new(
+        "add_tool",
+        "Add an echo-like tool with the given name and notify tools/list_changed",
+        name_schema("Name of the tool to add"),
+    );
+    let remove_tool = Tool::new(
+        "remove_tool",
+        "Remove a tool added by add_tool and notify tools/list_changed",
+        name_schema("Name of the tool to remove"),
+    );
+    vec![
+        Entry {
+            tool: echo,
+            kind: Kind::Echo,
+        },
+        Entry {
+            tool: add,
+            kind: Kind::Add,
+        },
+        Entry {
+            tool: sleep,
+            kind: Kind::Sleep,
+        },
+        Entry {
+            tool: fail,
+            kind: Kind::Fail,
+        },
+        Entry {
+            tool: add_tool,
+            kind: Kind::AddTool,
+        },
+        Entry {
+            tool: remove_tool,
+            kind: Kind::RemoveTool,
+        },
+    ]
+}
+
+/// Reads an optional numeric environment knob; a malformed value is a startup error.
+fn env_number(name: &str) -> Result<Option<usize>, String> {
+    match std::env::var(name) {
+        Ok(raw) => raw
+            .trim()
+            .parse::<usize>()
+            .map(Some)
+            .map_err(|e| format!("{SERVER_NAME}: invalid {name}={raw:?}: {e}")),
+        Err(_) => Ok(None),
+    }
+}
+
+impl EchoServer {
+    fn from_env() -> Result<Self, String> {
+        let mut tools = builtin_tools();
+        if let Some(extra) = env_number("ECHO_EXTRA_TOOLS")? {
+            for i in 0..extra {
+                tools.push(Entry {
+                    tool: echo_like(
+                        format!("tool_{i:04}"),
+                        format!("Extra echo tool number {i}: returns the given text"),
+                    ),
+                    kind: Kind::Echo,
+                });
+            }
+        }
+        if std::env::var("ECHO_ODD_NAMES").is_ok_and(|v| v == "1") {
+            let mut long_name = "very_long_".repeat(9);
+            long_name.truncate(80);
+            for name in ["dotted.name/with spaces".to_string(), long_name] {
+                tools.push(Entry {
+                    tool: echo_like(name, "Echo tool with an unusual name"),
+                    kind: Kind::Echo,
+                });
+            }
+        }
+        let page_size = match env_number("ECHO_PAGE_SIZE")? {
+            Some(0) => return Err(format!("{SERVER_NAME}: ECHO_PAGE_SIZE must be at least 1")),
+            other => other,
+        };
+        Ok(Self {
+            state: Arc::new(State {
+                tools: Mutex::new(tools),
+                call_log: std::env::var_os("ECHO_CALL_LOG").map(PathBuf::from),
+                cancel_log: std::env::var_os("ECHO_CANCEL_LOG").map(PathBuf::from),
+                page_size,
+                log_lock: Mutex::new(()),
+            }),
+        })
+    }
+
+    /// Appends `line` to `path`, creating the file if needed. Failures go to stderr.
+    fn append(&self, path: &PathBuf, line: &str) {
+        let _guard = lock(&self.state.log_lock);
+        let result = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .and_then(|mut file| file.write_all(line.as_bytes()));
+        if let Err(e) = result {
+            eprintln!("{SERVER_NAME}: cannot append to {}: {e}", path.display());
+        }
+    }
+
+    fn log_call(&self, name: &str, arguments: &JsonObject) {
+        if let Some(path) = &self.state.call_log {
+            let line = json!({"tool": name, "arguments": arguments});
+            self.append(path, &format!("{line}\n"));
+        }
+    }
+
+    fn find(&self, name: &str) -> Option<Entry> {
+        lock(&self.state.tools)
+            .iter()
+            .find(|entry| entry.tool.name == name)
+            .cloned()
+    }
+
+    async fn notify_list_changed(context: &RequestContext<RoleServer>) {
+        if let Err(e) = context.peer.notify_tool_list_changed().await {
+            eprintln!("{SERVER_NAME}: cannot send tools/list_changed: {e}");
+        }
+    }
+
+    async fn sleep(
+        &self,
+        args: &JsonObject,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, String> {
+        check_keys(args, &["ms", "steps"])?;
+        let ms = match args.get("ms") {
+            Some(value) => value.as_u64().ok_or("`ms` must be an integer >= 0")?,
+            None => return Err("missing required argument `ms`".into()),
+        };
+        if ms > MAX_SLEEP_MS {
+            return Err(format!("`ms` must be at most {MAX_SLEEP_MS}"));
+        }
+        let steps = match args.get("steps") {
+            None | Some(Value::Null) => 1,
+            Some(value) => match value.as_u64() {
+                Some(n) if (1..=MAX_SLEEP_STEPS).contains(&n) => n,
+                _ => {
+                    return Err(format!(
+                        "`steps` must be an integer in 1..={MAX_SLEEP_STEPS}"
+                    ));
+                }
+            },
+        };
+        // Bounded by MAX_SLEEP_STEPS above, so this cannot truncate.
+        let steps = steps as u32;
+        let progress_token = context.meta.get_progress_token();
+        let total = Duration::from_millis(ms);
+        let start = tokio::time::Instant::now();
+        for step in 1..=steps {
+            // Absolute deadlines keep the total close to `ms` however many steps there are.
+            let deadline = start + total * step / steps;
+            tokio::select! {
+                () = context.ct.cancelled() => {
+                    if let Some(path) = &self.state.cancel_log {
+                        self.append(path, "cancelled sleep\n");
+                    }
+                    return Ok(CallToolResult::error(vec![ContentBlock::text("cancelled")]));
+                }
+                () = tokio::time::sleep_until(deadline) => {}
+            }
+            if let Some(token) = &progress_token {
+                let param = ProgressNotificationParam::new(token.clone(), f64::from(step))
+                    .with_total(f64::from(steps));
+                if let Err(e) = context.peer.notify_progress(param).await {
+                    eprintln!("{SERVER_NAME}: cannot send progress: {e}");
+                }
+            }
+        }
+        Ok(text_result(format!("slept {ms}ms")))
+    }
+
+    async fn add_tool(
+        &self,
+        args: &JsonObject,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, String> {
+        check_keys(args, &["name"])?;
+        let name = required_string(args, "name")?;
+        if name.is_empty() {
+            return Err("`name` must not be empty".into());
+        }
+        {
+            let mut tools = lock(&self.state.tools);
+            if tools.iter().any(|entry| entry.tool.name == name.as_str()) {
+                return Ok(error_result(format!("tool {name} already exists")));
+            }
+            tools.push(Entry {
+                tool: echo_like(
+                    name.clone(),
+                    "Dynamically added tool: returns the given text",
+                ),
+                kind: Kind::Dynamic,
+            });
+        }
+        Self::notify_list_changed(context).await;
+        Ok(text_result(format!("added {name}")))
+    }
+
+    async fn remove_tool(
+        &self,
+        args: &JsonObject,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, String> {
+        check_keys(args, &["name"])?;
+        let name = required_string(args, "name")?;
+        {
+            let mut tools = lock(&self.state.tools);
+            let position = tools
+                .iter()
+                .position(|entry| entry.tool.name == name.as_str() && entry.kind == Kind::Dynamic);
+            match position {
+                Some(index) => {
+                    tools.remove(index);
+                }
+                None => {
+                    return Ok(error_result(format!(
+                        "no tool named {name} was added by add_tool"
+                    )));
+                }
+            }
+        }
+        Self::notify_list_changed(context).await;
+        Ok(text_result(format!("removed {name}")))
+    }
+}
+
+fn text_result(text: impl Into<String>) -> CallToolResult {
+    CallToolResult::success(vec![ContentBlock::text(text)])
+}
+
+fn error_result(text: impl Into<String>) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(text)])
+}
+
+/// Rejects arguments that the tool's schema does not declare (`additionalProperties: false`).
+fn check_keys(args: &JsonObject, allowed: &[&str]) -> Result<(), String> {
+    match args.keys().find(|key| !allowed.contains(&key.as_str())) {
+        Some(key) => Err(format!("unexpected argument `{key}`")),
+        None => Ok(()),
+    }
+}
+
+fn required_string(args: &JsonObject, key: &str) -> Result<String, String> {
+    match args.get(key) {
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(_) => Err(format!("`{key}` must be a string")),
+        None => Err(format!("missing required argument `{key}`")),
+    }
+}
+
+fn echo(args: &JsonObject) -> Result<CallToolResult, String> {
+    check_keys(args, &["text"])?;
+    Ok(text_result(required_string(args, "text")?))
+}
+
+fn add(args: &JsonObject) -> Result<CallToolResult, String> {
+    check_keys(args, &["a", "b"])?;
+    let number = |key: &str| match args.get(key) {
+        Some(Value::Number(n)) => Ok(n.clone()),
+        Some(_) => Err(format!("`{key}` must be a number")),
+        None => Err(format!("missing required argument `{key}`")),
+    };
+    let (a, b) = (number("a")?, number("b")?);
+    // Integers stay integers (`1 + 2` gives `3`, not `3.0`) unless they overflow.
+    let sum = match (a.as_i64(), b.as_i64()) {
+        (Some(a), Some(b)) if a.checked_add(b).is_some() => json!(a + b),
+        _ => {
+            let sum = a.as_f64().unwrap_or(f64::NAN) + b.as_f64().unwrap_or(f64::NAN);
+            match serde_json::Number::from_f64(sum) {
+                Some(n) => Value::Number(n),
+                None => return Err("the sum is not a finite number".into()),
+            }
+        }
+    };
+    // `structured` also adds a text block holding the same JSON, serialised.
+    Ok(CallToolResult::structured(json!({"sum": sum})))
+}
+
+fn fail(args: &JsonObject) -> Result<CallToolResult, String> {
+    check_keys(args, &["message"])?;
+    let message = match args.get("message") {
+        None | Some(Value::Null) => "failed on purpose".to_string(),
+        Some(Value::String(s)) => s.clone(),
+        Some(_) => return Err("`message` must be a string".into()),
+    };
+    Ok(error_result(message))
+}
+
+impl ServerHandler for EchoServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let tools: Vec<Tool> = lock(&self.state.tools)
+            .iter()
+            .map(|entry| entry.tool.clone())
+            .collect();
+        let Some(page_size) = self.state.page_size else {
+            return Ok(ListToolsResult::with_all_items(tools));
+        };
+        let offset = match request.and_then(|params| params.cursor) {
+            None => 0,
+            Some(cursor) => cursor
+                .strip_prefix(CURSOR_PREFIX)
+                .and_then(|rest| rest.parse::<usize>().ok())
+                .ok_or_else(|| {
+                    McpError::invalid_params(format!("invalid cursor {cursor:?}"), None)
+                })?,
+        };
+        // The list may have shrunk since the cursor was issued: clamp rather than fail.
+        let start = offset.min(tools.len());
+        let end = start.saturating_add(page_size).min(tools.len());
+        let mut result = ListToolsResult::with_all_items(tools[start..end].to_vec());
+        if end < tools.len() {
+            result.next_cursor = Some(format!("{CURSOR_PREFIX}{end}"));
+        }
+        Ok(result)
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.find(name).map(|entry| entry.tool)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let args = request.arguments.unwrap_or_default();
+        self.log_call(&request.name, &args);
+        let Some(entry) = self.find(&request.name) else {
+            return Err(McpError::invalid_params(
+                format!("unknown tool {}", request.name),
+                None,
+            ));
+        };
+        let outcome = match entry.kind {
+            Kind::Echo | Kind::Dynamic => echo(&args),
+            Kind::Add => add(&args),
+            Kind::Fail => fail(&args),
+            Kind::Sleep => self.sleep(&args, &context).await,
+            Kind::AddTool => self.add_tool(&args, &context).await,
+            Kind::RemoveTool => self.remove_tool(&args, &context).await,
+        };
+        // Bad arguments are a tool execution error (SEP-1303), which the caller can see.
+        let result = outcome.unwrap_or_else(|e| error_result(format!("invalid arguments: {e}")));
+        Ok(result.into())
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    if let Ok(message) = std::env::var("ECHO_STDERR_MSG") {
+        eprintln!("{message}");
+    }
+    if let Ok(code) = std::env::var("ECHO_EXIT_AT_START") {
+        eprintln!("{SERVER_NAME} exiting on purpose");
+        std::process::exit(code.trim().parse().unwrap_or(1));
+    }
+    let server = match EchoServer::from_env() {
+        Ok(server) => server,
+        Err(message) => {
+            eprintln!("{message}");
+            std::process::exit(2);
+        }
+    };
+    let service = server.serve(stdio_pipes()).await?;
+    service.waiting().await?;
+    Ok(())
+}

@@ -1,0 +1,220 @@
+//! Configuration: `servers.toml` (figment) overridden by `TOOLGATE_*` variables, parsed then validated.
+//!
+//! Loading happens in two steps so that every error can name the file and the key:
+//! [`load`] merges the file and the environment into a [`RawConfig`] (serde, unknown keys
+//! rejected), then [`validate`](validate::validate) turns it into a typed [`Config`]
+//! (`${VAR}` expanded, names checked, transport chosen).
+
+mod validate;
+
+use std::{
+    collections::BTreeMap,
+    fmt,
+    path::{Path, PathBuf},
+};
+
+use figment::{
+    Figment,
+    providers::{Env, Format, Toml},
+};
+use serde::Deserialize;
+
+pub use validate::validate;
+
+/// Prefix of the environment variables that override the file (`TOOLGATE_GATEWAY__PREFIX=never`).
+pub const ENV_PREFIX: &str = "TOOLGATE_";
+
+/// Everything that can be wrong with a configuration; each variant names where.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("config file {} not found", .0.display())]
+    MissingFile(PathBuf),
+    #[error("{file}: {message}")]
+    Parse { file: String, message: String },
+    #[error("{file}: key `{key}`: {message}")]
+    Invalid {
+        file: String,
+        key: String,
+        message: String,
+    },
+}
+
+impl ConfigError {
+    /// Stable machine code, for logs and scripts.
+    pub fn code(&self) -> &'static str {
+        "CONFIG_INVALID"
+    }
+}
+
+/// How upstream tool names become exposed names.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PrefixPolicy {
+    /// `{server}__{tool}` for every tool: names never depend on which other servers exist.
+    #[default]
+    Always,
+    /// The bare tool name unless two servers share it; then both get the prefix.
+    OnConflict,
+    /// The bare tool name; two servers sharing one is an error.
+    Never,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    #[serde(default)]
+    pub gateway: RawGateway,
+    #[serde(default)]
+    pub servers: BTreeMap<String, RawServer>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawGateway {
+    #[serde(default)]
+    pub prefix: PrefixPolicy,
+}
+
+/// One `[servers.NAME]` table as written: either `command` (stdio) or `url` (streamable HTTP).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawServer {
+    pub command: Option<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    pub cwd: Option<String>,
+    pub url: Option<String>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+}
+
+/// A validated server name: `[a-z0-9-]+`, so that `{server}__{tool}` is always a legal tool name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ServerName(String);
+
+impl ServerName {
+    pub fn parse(name: &str) -> Result<Self, String> {
+        let legal = !name.is_empty()
+            && name.len() <= 32
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+        if legal {
+            Ok(Self(name.to_owned()))
+        } else {
+            Err(format!(
+                "server name {name:?} must be 1 to 32 characters of [a-z0-9-]"
+            ))
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ServerName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// How to reach one upstream server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transport {
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+        cwd: Option<PathBuf>,
+    },
+    Http {
+        url: String,
+        headers: BTreeMap<String, String>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerConfig {
+    pub name: ServerName,
+    pub transport: Transport,
+}
+
+/// The validated configuration the gateway runs on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Where it came from, for messages.
+    pub source: String,
+    pub prefix: PrefixPolicy,
+    /// Sorted by name: the order tools are listed in.
+    pub servers: Vec<ServerConfig>,
+}
+
+/// Reads `path` (which must exist) and the `TOOLGATE_*` environment, then validates.
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    if !path.is_file() {
+        return Err(ConfigError::MissingFile(path.to_owned()));
+    }
+    let file = path.display().to_string();
+    let raw: RawConfig = Figment::new()
+        .merge(Toml::file_exact(path))
+        .merge(env_provider())
+        .extract()
+        .map_err(|error| ConfigError::Parse {
+            file: file.clone(),
+            message: describe_figment_error(error),
+        })?;
+    validate(raw, &file, &|name| std::env::var(name).ok())
+}
+
+/// Parses TOML text directly (tests, `toolgate check` on stdin later): no environment overrides.
+pub fn from_toml_str(text: &str, source: &str) -> Result<Config, ConfigError> {
+    let raw: RawConfig = Figment::new()
+        .merge(Toml::string(text))
+        .extract()
+        .map_err(|error| ConfigError::Parse {
+            file: source.to_owned(),
+            message: describe_figment_error(error),
+        })?;
+    validate(raw, source, &|name| std::env::var(name).ok())
+}
+
+/// `TOOLGATE_SERVERS__ECHO__ENV__LOG_LEVEL=debug` → `servers.echo.env.LOG_LEVEL`.
+///
+/// Figment lowercases whole keys by default, but the names under `env` and `headers` are
+/// case-sensitive, so case is decided per segment and `lowercase(false)` goes last (figment
+/// resets it on every `map`).
+fn env_provider() -> Env {
+    Env::prefixed(ENV_PREFIX)
+        .map(|key| env_key_to_path(key.as_str()).into())
+        .lowercase(false)
+}
+
+fn env_key_to_path(key: &str) -> String {
+    let mut path: Vec<String> = Vec::new();
+    for segment in key.split("__") {
+        let keeps_case = path
+            .last()
+            .is_some_and(|parent| parent == "env" || parent == "headers");
+        path.push(if keeps_case {
+            segment.to_owned()
+        } else {
+            segment.to_ascii_lowercase()
+        });
+    }
+    path.join(".")
+}
+
+/// Figment's own text, but every error of the chain, one per line.
+fn describe_figment_error(error: figment::Error) -> String {
+    error
+        .into_iter()
+        .map(|e| e.to_string())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+#[cfg(test)]
+mod tests;

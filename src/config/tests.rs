@@ -1,0 +1,117 @@
+//! Unit tests for config parsing, validation and `${VAR}` expansion.
+
+use super::{validate::expand_vars, *};
+
+fn env(name: &str) -> Option<String> {
+    match name {
+        "TOKEN" => Some("s3cret".into()),
+        "EMPTY" => Some(String::new()),
+        _ => None,
+    }
+}
+
+fn parse(text: &str) -> Result<Config, ConfigError> {
+    let raw: RawConfig = Figment::new()
+        .merge(Toml::string(text))
+        .extract()
+        .map_err(|error| ConfigError::Parse {
+            file: "test.toml".into(),
+            message: describe_figment_error(error),
+        })?;
+    validate(raw, "test.toml", &env)
+}
+
+#[test]
+fn stdio_and_http_servers_validate_into_transports() {
+    let config = parse(
+        r#"
+        [gateway]
+        prefix = "on-conflict"
+        [servers.b-remote]
+        url = "https://example.com/mcp"
+        headers = { Authorization = "Bearer ${TOKEN}" }
+        [servers.a-local]
+        command = "run"
+        args = ["--x", "${TOKEN}"]
+        env = { Mixed_Case = "v" }
+        "#,
+    )
+    .unwrap();
+    assert_eq!(config.prefix, PrefixPolicy::OnConflict);
+    assert_eq!(config.servers[0].name.as_str(), "a-local");
+    assert_eq!(
+        config.servers[0].transport,
+        Transport::Stdio {
+            command: "run".into(),
+            args: vec!["--x".into(), "s3cret".into()],
+            env: [("Mixed_Case".to_owned(), "v".to_owned())].into(),
+            cwd: None
+        }
+    );
+    assert_eq!(
+        config.servers[1].transport,
+        Transport::Http {
+            url: "https://example.com/mcp".into(),
+            headers: [("Authorization".to_owned(), "Bearer s3cret".to_owned())].into()
+        }
+    );
+}
+
+#[test]
+fn unknown_key_names_the_key() {
+    let error = parse("[servers.x]\ncomand = \"a\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("comand"), "{error}");
+    assert!(error.contains("servers.x"), "{error}");
+    assert!(error.starts_with("test.toml"), "{error}");
+}
+
+#[test]
+fn both_or_neither_transport_is_an_error() {
+    let both = parse("[servers.x]\ncommand = \"a\"\nurl = \"http://h\"\n").unwrap_err();
+    assert!(both.to_string().contains("found both"), "{both}");
+    let neither = parse("[servers.x]\nargs = []\n").unwrap_err();
+    assert!(neither.to_string().contains("found neither"), "{neither}");
+    assert!(neither.to_string().contains("key `servers.x`"), "{neither}");
+}
+
+#[test]
+fn bad_server_names_are_rejected() {
+    for name in ["Upper", "under_score", "dot.ted"] {
+        let error = parse(&format!("[servers.\"{name}\"]\ncommand = \"a\"\n")).unwrap_err();
+        assert!(error.to_string().contains("[a-z0-9-]"), "{error}");
+    }
+}
+
+#[test]
+fn unset_variable_names_the_key_and_variable() {
+    let error = parse("[servers.x]\ncommand = \"a\"\nenv = { K = \"${NOPE}\" }\n")
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("servers.x.env.K"), "{error}");
+    assert!(error.contains("NOPE is not set"), "{error}");
+}
+
+#[test]
+fn expansion_handles_literals_and_escapes() {
+    assert_eq!(expand_vars("a${TOKEN}b", &env).unwrap(), "as3cretb");
+    assert_eq!(expand_vars("$$HOME", &env).unwrap(), "$HOME");
+    assert_eq!(expand_vars("cost $5", &env).unwrap(), "cost $5");
+    assert_eq!(expand_vars("${EMPTY}", &env).unwrap(), "");
+    assert!(expand_vars("${", &env).is_err());
+    assert!(expand_vars("${A-B}", &env).is_err());
+}
+
+#[test]
+fn env_keys_keep_case_only_under_env_and_headers() {
+    assert_eq!(
+        env_key_to_path("SERVERS__ECHO__ENV__Log_Level"),
+        "servers.echo.env.Log_Level"
+    );
+    assert_eq!(
+        env_key_to_path("SERVERS__R__HEADERS__X-Api-Key"),
+        "servers.r.headers.X-Api-Key"
+    );
+    assert_eq!(env_key_to_path("GATEWAY__PREFIX"), "gateway.prefix");
+}

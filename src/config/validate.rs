@@ -1,0 +1,157 @@
+//! Validation: [`RawConfig`] → [`Config`], with `${VAR}` expansion and errors naming file and key.
+
+use std::{collections::BTreeMap, path::PathBuf};
+
+use super::{Config, ConfigError, RawConfig, RawServer, ServerConfig, ServerName, Transport};
+
+/// Turns what the user wrote into what the gateway runs on. `lookup` reads variables for
+/// `${VAR}`, so tests can pass their own environment.
+pub fn validate(
+    raw: RawConfig,
+    file: &str,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigError> {
+    let invalid = |key: String, message: String| ConfigError::Invalid {
+        file: file.to_owned(),
+        key,
+        message,
+    };
+    let mut servers = Vec::with_capacity(raw.servers.len());
+    for (name, server) in raw.servers {
+        let key = format!("servers.{name}");
+        let server_name =
+            ServerName::parse(&name).map_err(|message| invalid(key.clone(), message))?;
+        let transport = transport(server, &key, &invalid, lookup)?;
+        servers.push(ServerConfig {
+            name: server_name,
+            transport,
+        });
+    }
+    Ok(Config {
+        source: file.to_owned(),
+        prefix: raw.gateway.prefix,
+        servers,
+    })
+}
+
+fn transport(
+    server: RawServer,
+    key: &str,
+    invalid: &dyn Fn(String, String) -> ConfigError,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<Transport, ConfigError> {
+    let expand = |value: &str, at: String| {
+        expand_vars(value, lookup).map_err(|message| invalid(at, message))
+    };
+    let expand_map = |map: &BTreeMap<String, String>, field: &str| {
+        map.iter()
+            .map(|(k, v)| Ok((k.clone(), expand(v, format!("{key}.{field}.{k}"))?)))
+            .collect::<Result<BTreeMap<_, _>, ConfigError>>()
+    };
+    match (&server.command, &server.url) {
+        (Some(command), None) => {
+            if !server.headers.is_empty() {
+                return Err(invalid(
+                    format!("{key}.headers"),
+                    "`headers` applies to `url` servers only".into(),
+                ));
+            }
+            let command = expand(command, format!("{key}.command"))?;
+            if command.trim().is_empty() {
+                return Err(invalid(
+                    format!("{key}.command"),
+                    "expected a program to run, found an empty string".into(),
+                ));
+            }
+            let args = server
+                .args
+                .iter()
+                .enumerate()
+                .map(|(i, arg)| expand(arg, format!("{key}.args[{i}]")))
+                .collect::<Result<Vec<_>, _>>()?;
+            let cwd = match &server.cwd {
+                Some(cwd) => Some(PathBuf::from(expand(cwd, format!("{key}.cwd"))?)),
+                None => None,
+            };
+            Ok(Transport::Stdio {
+                command,
+                args,
+                env: expand_map(&server.env, "env")?,
+                cwd,
+            })
+        }
+        (None, Some(url)) => {
+            for (field, present) in [
+                ("args", !server.args.is_empty()),
+                ("env", !server.env.is_empty()),
+                ("cwd", server.cwd.is_some()),
+            ] {
+                if present {
+                    return Err(invalid(
+                        format!("{key}.{field}"),
+                        format!("`{field}` applies to `command` servers only"),
+                    ));
+                }
+            }
+            let url = expand(url, format!("{key}.url"))?;
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(invalid(
+                    format!("{key}.url"),
+                    format!("expected an http:// or https:// URL, found {url:?}"),
+                ));
+            }
+            Ok(Transport::Http {
+                url,
+                headers: expand_map(&server.headers, "headers")?,
+            })
+        }
+        (Some(_), Some(_)) => Err(invalid(
+            key.to_owned(),
+            "expected exactly one of `command` (stdio) or `url` (streamable HTTP), found both"
+                .into(),
+        )),
+        (None, None) => Err(invalid(
+            key.to_owned(),
+            "expected exactly one of `command` (stdio) or `url` (streamable HTTP), found neither"
+                .into(),
+        )),
+    }
+}
+
+/// Replaces each `${NAME}` with the variable's value; `$$` is a literal `$`. An unset
+/// variable is an error rather than an empty string, so a missing secret is caught at start.
+pub(crate) fn expand_vars(
+    value: &str,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<String, String> {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        if let Some(tail) = after.strip_prefix('$') {
+            out.push('$');
+            rest = tail;
+        } else if let Some(body) = after.strip_prefix('{') {
+            let Some(end) = body.find('}') else {
+                return Err(format!("unterminated `${{` in {value:?}"));
+            };
+            let name = &body[..end];
+            let legal =
+                !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+            if !legal {
+                return Err(format!("`${{{name}}}` is not a variable name"));
+            }
+            match lookup(name) {
+                Some(v) => out.push_str(&v),
+                None => return Err(format!("environment variable {name} is not set")),
+            }
+            rest = &body[end + 1..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}

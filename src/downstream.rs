@@ -1,0 +1,201 @@
+//! The MCP server toolgate presents to clients: one handler, served over stdio or streamable HTTP.
+//!
+//! [`GatewayService`] answers `tools/list` from the current view and sends `tools/call`
+//! through the [`Pipeline`](crate::pipeline::Pipeline). It also tells each client when its
+//! view changes: 2025-11-25 clients get `notifications/tools/list_changed` from a watcher
+//! started at `notifications/initialized`; 2026-07-28 clients get it on their
+//! `subscriptions/listen` stream.
+
+pub mod http;
+pub mod stdio;
+
+use std::sync::Arc;
+
+use rmcp::{
+    ErrorData as McpError, RoleServer, ServerHandler,
+    model::{
+        CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
+        PaginatedRequestParams, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+    },
+    service::{NotificationContext, Peer, RequestContext, SubscriptionContext},
+};
+use tokio::sync::watch;
+
+use crate::{
+    error,
+    gateway::Gateway,
+    pipeline::Call,
+    registry::View,
+    upstream::{CallContext, ProgressSink},
+};
+
+/// The handler for every downstream session; cheap to clone (HTTP makes one per session).
+#[derive(Clone)]
+pub struct GatewayService {
+    gateway: Arc<Gateway>,
+}
+
+impl GatewayService {
+    pub fn new(gateway: Arc<Gateway>) -> Self {
+        Self { gateway }
+    }
+}
+
+impl ServerHandler for GatewayService {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new("toolgate", env!("CARGO_PKG_VERSION")))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let view = self.gateway.view();
+        Ok(ListToolsResult::with_all_items(
+            view.tools().as_ref().clone(),
+        ))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.gateway
+            .view()
+            .get(name)
+            .map(|entry| entry.tool.clone())
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let progress = context.meta.get_progress_token().map(|token| ProgressSink {
+            peer: context.peer.clone(),
+            token,
+        });
+        let call = Call {
+            name: request.name.into_owned(),
+            arguments: request.arguments,
+            context: CallContext {
+                cancel: context.ct.clone(),
+                progress,
+            },
+        };
+        let view = self.gateway.view();
+        match self.gateway.pipeline.execute(&view, call).await {
+            Ok(result) => Ok(result.into()),
+            Err(failure) => {
+                tracing::debug!(code = failure.code(), "{failure}");
+                error::into_mcp(failure).map(Into::into)
+            }
+        }
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let gateway = &self.gateway;
+        let views = gateway.watch_views();
+        let stop = gateway.shutdown_token().child_token();
+        gateway
+            .tasks()
+            .spawn(announce_changes(views, context.peer, stop));
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let mut accepted = SubscriptionFilter::new();
+        accepted.tools_list_changed = Some(true);
+        Some(accepted)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let mut views = self.gateway.watch_views();
+        let mut announced = views.borrow_and_update().fingerprint();
+        let stop = self.gateway.shutdown_token();
+        loop {
+            tokio::select! {
+                // The client ended the subscription.
+                () = context.cancelled() => return Ok(()),
+                // The gateway is stopping: end the stream gracefully.
+                () = stop.cancelled() => return Ok(()),
+                // A new view: announce it if this client's tools really changed.
+                changed = views.changed() => {
+                    if changed.is_err() {
+                        return Ok(());
+                    }
+                    if let Some(fingerprint) = changed_fingerprint(&views, announced) {
+                        announced = fingerprint;
+                        if context.sink().notify_tool_list_changed().await.is_err() {
+                            return Ok(());
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn changed_fingerprint(views: &watch::Receiver<Arc<View>>, announced: u64) -> Option<u64> {
+    let fingerprint = views.borrow().fingerprint();
+    (fingerprint != announced).then_some(fingerprint)
+}
+
+/// Sends `notifications/tools/list_changed` to one 2025-era session whenever its view changes;
+/// ends when the session's transport is gone or the gateway stops.
+async fn announce_changes(
+    mut views: watch::Receiver<Arc<View>>,
+    peer: Peer<RoleServer>,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    let mut announced = views.borrow_and_update().fingerprint();
+    loop {
+        tokio::select! {
+            // The gateway is stopping.
+            () = stop.cancelled() => return,
+            // A new view was published.
+            changed = views.changed() => {
+                if changed.is_err() || peer.is_transport_closed() {
+                    return;
+                }
+                if let Some(fingerprint) = changed_fingerprint(&views, announced) {
+                    announced = fingerprint;
+                    if peer.notify_tool_list_changed().await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Resolves on SIGTERM or SIGINT (Ctrl-C), so either stops the gateway cleanly.
+pub async fn termination() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    // SIGTERM: a service manager or `kill` asks us to stop.
+                    _ = term.recv() => {}
+                    // SIGINT: Ctrl-C.
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

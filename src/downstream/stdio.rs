@@ -1,0 +1,28 @@
+//! Serving one MCP session on the gateway's own stdin/stdout.
+
+use std::sync::Arc;
+
+use rmcp::ServiceExt;
+
+use super::GatewayService;
+use crate::gateway::Gateway;
+
+/// Serves until the client closes stdin, the gateway gets SIGTERM/SIGINT, or the session fails.
+pub async fn serve(gateway: Arc<Gateway>) -> anyhow::Result<()> {
+    let service = GatewayService::new(gateway.clone());
+    // Non-blocking pipes: the blocking `stdio()` costs a thread hand-off per message.
+    let running = service.serve(rmcp::transport::stdio_pipes()).await?;
+    let cancel = running.cancellation_token();
+    tokio::select! {
+        // The client went away (stdin closed) or the session ended.
+        quit = running.waiting() => {
+            tracing::info!(reason = ?quit, "client session ended");
+        }
+        // Asked to stop.
+        () = super::termination() => {
+            tracing::info!("stopping on signal");
+            cancel.cancel();
+        }
+    }
+    Ok(())
+}

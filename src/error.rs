@@ -1,0 +1,46 @@
+//! Stable error codes and their one mapping to MCP: a JSON-RPC error or an `isError` result.
+//!
+//! Clients and scripts match on the code, not the text: it goes in the result's
+//! `_meta["toolgate/error"].code` (or the JSON-RPC error's `data.code`).
+
+use rmcp::model::{CallToolResult, ContentBlock, ErrorData, MetaObject};
+use serde_json::json;
+
+use crate::{pipeline::CallError, upstream::UpstreamError};
+
+/// Key of the error object in a failed result's `_meta`.
+pub const META_KEY: &str = "toolgate/error";
+
+/// Turns a failed call into what the client receives.
+///
+/// An unknown (or hidden) tool is a protocol error, `-32602`, as the MCP spec asks; an
+/// upstream's own JSON-RPC error is relayed unchanged; everything else is a tool result with
+/// `isError: true`, so the model reads why.
+pub fn into_mcp(error: CallError) -> Result<CallToolResult, ErrorData> {
+    let code = error.code();
+    match error {
+        CallError::UnknownTool(_) => Err(ErrorData::invalid_params(
+            error.to_string(),
+            Some(json!({ "code": code })),
+        )),
+        CallError::Upstream(UpstreamError::Rpc { error, .. }) => Err(error),
+        CallError::Upstream(UpstreamError::Cancelled) => {
+            // rmcp drops the response of a cancelled request, as the spec says; this never
+            // reaches the client.
+            Err(ErrorData::internal_error(
+                error.to_string(),
+                Some(json!({ "code": code })),
+            ))
+        }
+        CallError::Upstream(_) => Ok(error_result(code, error.to_string())),
+    }
+}
+
+/// An `isError` result whose text is `message` and whose `_meta` carries `code`.
+pub fn error_result(code: &str, message: String) -> CallToolResult {
+    let mut result = CallToolResult::error(vec![ContentBlock::text(message)]);
+    let mut meta = MetaObject::new();
+    meta.insert(META_KEY.to_owned(), json!({ "code": code }));
+    result.meta = Some(meta);
+    result
+}

@@ -1,0 +1,32 @@
+//! toolgate: one MCP server in front of many.
+//!
+//! # Map
+//! - [`config`]: `servers.toml` + `TOOLGATE_*` → validated [`config::Config`].
+//! - [`upstream`]: one rmcp client per server (stdio child in its own process group, or
+//!   streamable HTTP); imports tools, follows `list_changed`, forwards calls, cancels and
+//!   progress. Reports [`upstream::UpstreamEvent`]s; never touches the registry.
+//! - [`registry`]: pure (no I/O, no async). Each server's tools, named by the prefix policy
+//!   ([`registry::names`]), merged into an immutable [`registry::View`].
+//! - [`gateway`]: owns the registry, applies upstream events, publishes views on a `watch`.
+//! - [`pipeline`]: the one entry point for a call: resolve in the caller's view → upstream.
+//! - [`downstream`]: the rmcp `ServerHandler` clients talk to, over stdio or HTTP.
+//! - [`error`]: stable error codes and their single mapping to JSON-RPC / `isError` results.
+//!
+//! # A call
+//! client `tools/call` → [`downstream::GatewayService`] takes the current view →
+//! [`pipeline::Pipeline::execute`] resolves the exposed name to (server, upstream name) →
+//! [`upstream::Upstream::call`] forwards it, relaying progress and cancellation → the result
+//! comes back unchanged, or a failure goes through [`error::into_mcp`].
+//!
+//! # A change
+//! upstream `notifications/tools/list_changed` → its supervisor re-imports → event →
+//! the gateway's registry owner rebuilds the view → each session whose view fingerprint
+//! changed gets `notifications/tools/list_changed`.
+
+pub mod config;
+pub mod downstream;
+pub mod error;
+pub mod gateway;
+pub mod pipeline;
+pub mod registry;
+pub mod upstream;

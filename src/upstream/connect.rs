@@ -1,0 +1,240 @@
+//! Connecting to one upstream: a stdio child in its own process group, or a streamable-HTTP URL.
+
+use std::{
+    collections::VecDeque,
+    future::Future,
+    pin::Pin,
+    process::Stdio,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use process_wrap::tokio::{ChildWrapper, CommandWrap, KillOnDrop, ProcessGroup};
+use rmcp::{
+    RoleClient, ServiceExt,
+    service::{Peer, QuitReason, RunningServiceCancellationToken},
+    transport::{
+        StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
+    },
+};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use super::client::UpstreamClient;
+use crate::config::{ServerConfig, ServerName, Transport};
+
+/// Lines of a child's stderr kept to explain a failure.
+const STDERR_TAIL_LINES: usize = 20;
+/// How long to let a dying child's last stderr lines arrive before reporting.
+const STDERR_DRAIN: Duration = Duration::from_millis(500);
+/// How long a closing client may take before its child is killed anyway.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
+type Done = Pin<Box<dyn Future<Output = Result<QuitReason, tokio::task::JoinError>> + Send>>;
+
+/// A live connection to one server, owned by its supervisor.
+pub struct Connection {
+    peer: Peer<RoleClient>,
+    cancel: Option<RunningServiceCancellationToken>,
+    done: Option<Done>,
+    process: Process,
+}
+
+impl Connection {
+    pub fn peer(&self) -> &Peer<RoleClient> {
+        &self.peer
+    }
+
+    /// Resolves when the connection ends by itself (child exited, session lost).
+    pub async fn closed(&mut self) {
+        match self.done.as_mut() {
+            Some(done) => {
+                let _ = done.await;
+                self.done = None;
+            }
+            None => std::future::pending().await,
+        }
+    }
+
+    /// `what` plus whatever the child said on its way out: exit status and stderr tail.
+    pub async fn describe_failure(&mut self, what: &str) -> String {
+        self.process.describe_failure(what).await
+    }
+
+    /// Closes the client, then kills the child's whole process group and reaps it.
+    pub async fn stop(&mut self) {
+        if let Some(cancel) = self.cancel.take() {
+            cancel.cancel();
+        }
+        if let Some(done) = self.done.take() {
+            let _ = tokio::time::timeout(CLOSE_GRACE, done).await;
+        }
+        self.process.kill().await;
+    }
+}
+
+/// Starts `config`'s server and completes the MCP handshake.
+pub async fn connect(config: &ServerConfig, handler: UpstreamClient) -> Result<Connection, String> {
+    match &config.transport {
+        Transport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => {
+            let mut wrap = CommandWrap::with_new(command, |cmd| {
+                cmd.args(args)
+                    .envs(env)
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped());
+                if let Some(cwd) = cwd {
+                    cmd.current_dir(cwd);
+                }
+            });
+            // Its own group, so `npx`/`uv` grandchildren die with it; kill-on-drop as the backstop.
+            wrap.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
+            let mut child = wrap
+                .spawn()
+                .map_err(|e| format!("could not run {command:?}: {e}"))?;
+            let (Some(stdout), Some(stdin)) = (child.stdout().take(), child.stdin().take()) else {
+                return Err("child process has no stdio pipes".into());
+            };
+            let stderr = child
+                .stderr()
+                .take()
+                .map(|stderr| StderrTail::spawn(config.name.clone(), stderr));
+            let served = handler.serve((stdout, stdin)).await;
+            let mut process = Process {
+                child: Some(child),
+                stderr,
+            };
+            match served {
+                Ok(service) => Ok(process.into_connection(service)),
+                Err(error) => {
+                    let reason = process
+                        .describe_failure(&format!("MCP handshake failed: {error}"))
+                        .await;
+                    process.kill().await;
+                    Err(reason)
+                }
+            }
+        }
+        Transport::Http { url, headers } => {
+            let mut custom = std::collections::HashMap::new();
+            for (name, value) in headers {
+                let name = http::HeaderName::try_from(name.as_str())
+                    .map_err(|e| format!("header name {name:?} is invalid: {e}"))?;
+                // The value may hold a secret: the error names the header only.
+                let value = http::HeaderValue::try_from(value.as_str())
+                    .map_err(|_| format!("header {name} has a value that is not valid in HTTP"))?;
+                custom.insert(name, value);
+            }
+            let mut transport_config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+            transport_config.custom_headers = custom;
+            let transport = StreamableHttpClientTransport::from_config(transport_config);
+            let service = handler
+                .serve(transport)
+                .await
+                .map_err(|e| format!("MCP handshake with {url} failed: {e}"))?;
+            Ok(Process {
+                child: None,
+                stderr: None,
+            }
+            .into_connection(service))
+        }
+    }
+}
+
+/// The local side of a stdio server (nothing for an HTTP one): the child and its stderr.
+struct Process {
+    child: Option<Box<dyn ChildWrapper>>,
+    stderr: Option<StderrTail>,
+}
+
+impl Process {
+    fn into_connection(self, service: super::Service) -> Connection {
+        let peer = service.peer().clone();
+        let cancel = service.cancellation_token();
+        Connection {
+            peer,
+            cancel: Some(cancel),
+            done: Some(Box::pin(service.waiting())),
+            process: self,
+        }
+    }
+
+    async fn describe_failure(&mut self, what: &str) -> String {
+        let mut text = what.to_owned();
+        if let Some(child) = self.child.as_mut() {
+            // Give a dying child a moment so its status and last words are known.
+            let _ = tokio::time::timeout(STDERR_DRAIN, child.wait()).await;
+            if let Ok(Some(status)) = child.try_wait() {
+                text.push_str(&format!(" ({status})"));
+            }
+        }
+        if let Some(stderr) = &self.stderr {
+            text.push_str(&stderr.describe().await);
+        }
+        text
+    }
+
+    /// Kills the child's whole process group and reaps it.
+    async fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            if let Err(error) = child.start_kill() {
+                tracing::debug!(%error, "child group already gone");
+            }
+            let _ = tokio::time::timeout(CLOSE_GRACE, child.wait()).await;
+        }
+    }
+}
+
+/// Reads a child's stderr: every line goes to our log, the last few are kept for errors.
+struct StderrTail {
+    lines: Arc<Mutex<VecDeque<String>>>,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl StderrTail {
+    fn spawn(server: ServerName, stderr: tokio::process::ChildStderr) -> Self {
+        let lines = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL_LINES)));
+        let kept = lines.clone();
+        // Owned by the connection; ends at the child's EOF, which its kill guarantees.
+        let reader = tokio::spawn(async move {
+            let mut reader = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = reader.next_line().await {
+                tracing::debug!(server = %server, "stderr: {line}");
+                if let Ok(mut kept) = kept.lock() {
+                    if kept.len() == STDERR_TAIL_LINES {
+                        kept.pop_front();
+                    }
+                    kept.push_back(line);
+                }
+            }
+        });
+        Self { lines, reader }
+    }
+
+    async fn describe(&self) -> String {
+        // Let the reader reach EOF first if the child is gone, so the last words are in.
+        let deadline = tokio::time::Instant::now() + STDERR_DRAIN;
+        while !self.reader.is_finished() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let lines = match self.lines.lock() {
+            Ok(lines) => lines.iter().cloned().collect::<Vec<_>>(),
+            Err(_) => Vec::new(),
+        };
+        if lines.is_empty() {
+            String::new()
+        } else {
+            format!("; stderr: {}", lines.join(" | "))
+        }
+    }
+}
+
+impl Drop for StderrTail {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
