@@ -66,6 +66,8 @@ pub struct RawConfig {
     pub gateway: RawGateway,
     #[serde(default)]
     pub servers: BTreeMap<String, RawServer>,
+    #[serde(default)]
+    pub profiles: BTreeMap<String, RawProfile>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -73,6 +75,21 @@ pub struct RawConfig {
 pub struct RawGateway {
     #[serde(default)]
     pub prefix: PrefixPolicy,
+    /// Refuse callers that select no profile, instead of giving them `default`.
+    #[serde(default)]
+    pub require_profile: bool,
+}
+
+/// One `[profiles.NAME]` table as written: an agent's view of the tools.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawProfile {
+    /// Inherit that profile's restrictions (a chain, farthest first).
+    pub extends: Option<String>,
+    /// Exact exposed names or `*` globs; only these are visible (when given).
+    pub allow: Option<Vec<String>>,
+    /// Exact exposed names or `*` globs; these are hidden.
+    pub deny: Option<Vec<String>>,
 }
 
 /// One `[servers.NAME]` table as written: either `command` (stdio) or `url` (streamable HTTP).
@@ -121,6 +138,45 @@ impl fmt::Display for ServerName {
     }
 }
 
+/// A validated profile name: `[a-z0-9-]+`, usable in a URL path (`/mcp/{profile}`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ProfileName(String);
+
+impl ProfileName {
+    /// The profile of a caller that selects none.
+    pub const DEFAULT: &'static str = "default";
+
+    pub fn parse(name: &str) -> Result<Self, String> {
+        ServerName::parse(name)
+            .map(|n| Self(n.0))
+            .map_err(|_| format!("profile name {name:?} must be 1 to 32 characters of [a-z0-9-]"))
+    }
+
+    pub fn default_profile() -> Self {
+        Self(Self::DEFAULT.to_owned())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ProfileName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A validated profile: its parent and its own restriction (entries checked against the
+/// imported names at start, when those are known).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Profile {
+    pub name: ProfileName,
+    pub extends: Option<ProfileName>,
+    pub allow: Option<Vec<String>>,
+    pub deny: Option<Vec<String>>,
+}
+
 /// How to reach one upstream server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Transport {
@@ -150,6 +206,9 @@ pub struct Config {
     pub prefix: PrefixPolicy,
     /// Sorted by name: the order tools are listed in.
     pub servers: Vec<ServerConfig>,
+    /// Sorted by name; always contains `default` (declared or implied, unrestricted).
+    pub profiles: Vec<Profile>,
+    pub require_profile: bool,
 }
 
 /// Reads `path` (which must exist) and the `TOOLGATE_*` environment, then validates.

@@ -22,22 +22,31 @@ use rmcp::{
 use tokio::sync::watch;
 
 use crate::{
+    config::ProfileName,
     error,
     gateway::Gateway,
     pipeline::Call,
-    registry::View,
+    registry::{View, Views},
     upstream::{CallContext, ProgressSink},
 };
 
 /// The handler for every downstream session; cheap to clone (HTTP makes one per session).
+/// Bound to the profile the session selected.
 #[derive(Clone)]
 pub struct GatewayService {
     gateway: Arc<Gateway>,
+    profile: ProfileName,
 }
 
 impl GatewayService {
-    pub fn new(gateway: Arc<Gateway>) -> Self {
-        Self { gateway }
+    /// `profile` must be configured: callers check it when they select it.
+    pub fn new(gateway: Arc<Gateway>, profile: ProfileName) -> Self {
+        Self { gateway, profile }
+    }
+
+    fn view(&self) -> Arc<View> {
+        // Profiles are fixed at start and checked at selection, so this is always `Some`.
+        self.gateway.view(&self.profile).unwrap_or_default()
     }
 }
 
@@ -57,17 +66,14 @@ impl ServerHandler for GatewayService {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let view = self.gateway.view();
+        let view = self.view();
         Ok(ListToolsResult::with_all_items(
             view.tools().as_ref().clone(),
         ))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.gateway
-            .view()
-            .get(name)
-            .map(|entry| entry.tool.clone())
+        self.view().get(name).map(|entry| entry.tool.clone())
     }
 
     async fn call_tool(
@@ -87,7 +93,7 @@ impl ServerHandler for GatewayService {
                 progress,
             },
         };
-        let view = self.gateway.view();
+        let view = self.view();
         match self.gateway.pipeline.execute(&view, call).await {
             Ok(result) => Ok(result.into()),
             Err(failure) => {
@@ -101,9 +107,12 @@ impl ServerHandler for GatewayService {
         let gateway = &self.gateway;
         let views = gateway.watch_views();
         let stop = gateway.shutdown_token().child_token();
-        gateway
-            .tasks()
-            .spawn(announce_changes(views, context.peer, stop));
+        gateway.tasks().spawn(announce_changes(
+            views,
+            self.profile.clone(),
+            context.peer,
+            stop,
+        ));
     }
 
     fn accepted_subscription_filter(
@@ -117,7 +126,7 @@ impl ServerHandler for GatewayService {
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
         let mut views = self.gateway.watch_views();
-        let mut announced = views.borrow_and_update().fingerprint();
+        let mut announced = fingerprint_of(&mut views, &self.profile);
         let stop = self.gateway.shutdown_token();
         loop {
             tokio::select! {
@@ -130,7 +139,7 @@ impl ServerHandler for GatewayService {
                     if changed.is_err() {
                         return Ok(());
                     }
-                    if let Some(fingerprint) = changed_fingerprint(&views, announced) {
+                    if let Some(fingerprint) = changed_fingerprint(&mut views, &self.profile, announced) {
                         announced = fingerprint;
                         if context.sink().notify_tool_list_changed().await.is_err() {
                             return Ok(());
@@ -142,19 +151,33 @@ impl ServerHandler for GatewayService {
     }
 }
 
-fn changed_fingerprint(views: &watch::Receiver<Arc<View>>, announced: u64) -> Option<u64> {
-    let fingerprint = views.borrow().fingerprint();
+/// The fingerprint of `profile`'s current view, marking the change as seen.
+fn fingerprint_of(views: &mut watch::Receiver<Arc<Views>>, profile: &ProfileName) -> u64 {
+    views
+        .borrow_and_update()
+        .get(profile)
+        .map_or(0, |view| view.fingerprint())
+}
+
+/// `Some(new fingerprint)` when `profile`'s view differs from what was last announced.
+fn changed_fingerprint(
+    views: &mut watch::Receiver<Arc<Views>>,
+    profile: &ProfileName,
+    announced: u64,
+) -> Option<u64> {
+    let fingerprint = fingerprint_of(views, profile);
     (fingerprint != announced).then_some(fingerprint)
 }
 
 /// Sends `notifications/tools/list_changed` to one 2025-era session whenever its view changes;
 /// ends when the session's transport is gone or the gateway stops.
 async fn announce_changes(
-    mut views: watch::Receiver<Arc<View>>,
+    mut views: watch::Receiver<Arc<Views>>,
+    profile: ProfileName,
     peer: Peer<RoleServer>,
     stop: tokio_util::sync::CancellationToken,
 ) {
-    let mut announced = views.borrow_and_update().fingerprint();
+    let mut announced = fingerprint_of(&mut views, &profile);
     loop {
         tokio::select! {
             // The gateway is stopping.
@@ -164,7 +187,7 @@ async fn announce_changes(
                 if changed.is_err() || peer.is_transport_closed() {
                     return;
                 }
-                if let Some(fingerprint) = changed_fingerprint(&views, announced) {
+                if let Some(fingerprint) = changed_fingerprint(&mut views, &profile, announced) {
                     announced = fingerprint;
                     if peer.notify_tool_list_changed().await.is_err() {
                         return;

@@ -11,9 +11,10 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::{
-    config::{Config, PrefixPolicy},
+    config::Config,
+    config::ProfileName,
     pipeline::Pipeline,
-    registry::{NameClash, Registry, View},
+    registry::{NameClash, Registry, UnmatchedEntry, View, Views},
     upstream::{UpstreamEvent, Upstreams},
 };
 
@@ -25,6 +26,26 @@ pub enum StartError {
         file: String,
         clashes: Vec<NameClash>,
     },
+    /// An allow/deny entry that matches no tool of any configured server: a typo, loudly.
+    #[error("{file}: {}", describe_unmatched(.entries, .known))]
+    UnmatchedRestriction {
+        file: String,
+        entries: Vec<UnmatchedEntry>,
+        known: Vec<String>,
+    },
+}
+
+fn describe_unmatched(entries: &[UnmatchedEntry], known: &[String]) -> String {
+    let each: Vec<String> = entries
+        .iter()
+        .map(|e| {
+            format!(
+                "key `profiles.{}.{}`: entry {:?} matches no tool",
+                e.profile, e.field, e.entry
+            )
+        })
+        .collect();
+    format!("{}; known tools: {}", each.join("; "), known.join(", "))
 }
 
 fn describe(clashes: &[NameClash]) -> String {
@@ -39,7 +60,7 @@ pub struct Gateway {
     pub config: Config,
     pub upstreams: Arc<Upstreams>,
     pub pipeline: Pipeline,
-    views: watch::Receiver<Arc<View>>,
+    views: watch::Receiver<Arc<Views>>,
     shutdown: CancellationToken,
     tasks: TaskTracker,
 }
@@ -52,21 +73,16 @@ impl Gateway {
         let upstreams =
             Arc::new(Upstreams::start(&config.servers, events_tx, shutdown.child_token()).await);
 
-        let mut registry = Registry::new(config.prefix);
+        let mut registry = Registry::new(config.prefix, &config.profiles);
         while let Ok(event) = events.try_recv() {
             apply(&mut registry, event);
         }
-        // A clash at start is a configuration mistake: refuse rather than serve half of it.
-        if !registry.clashes().is_empty() {
-            let clashes = registry.clashes().to_vec();
+        if let Err(error) = check_at_start(&registry, &config, &upstreams) {
             shutdown.cancel();
             upstreams.shutdown().await;
-            return Err(StartError::NameClash {
-                file: config.source.clone(),
-                clashes,
-            });
+            return Err(error);
         }
-        let (views_tx, views) = watch::channel(registry.view());
+        let (views_tx, views) = watch::channel(registry.views());
         let tasks = TaskTracker::new();
         tasks.spawn(own_registry(registry, events, views_tx, shutdown.clone()));
         Ok(Arc::new(Self {
@@ -79,13 +95,14 @@ impl Gateway {
         }))
     }
 
-    /// The current view: what `tools/list` shows and what `tools/call` dispatches to.
-    pub fn view(&self) -> Arc<View> {
-        self.views.borrow().clone()
+    /// `profile`'s current view: what `tools/list` shows and what `tools/call` dispatches
+    /// to. `None` for a profile that is not configured.
+    pub fn view(&self, profile: &ProfileName) -> Option<Arc<View>> {
+        self.views.borrow().get(profile).cloned()
     }
 
-    /// A receiver that wakes on every new view.
-    pub fn watch_views(&self) -> watch::Receiver<Arc<View>> {
+    /// A receiver that wakes on every change of any profile's view.
+    pub fn watch_views(&self) -> watch::Receiver<Arc<Views>> {
         self.views.clone()
     }
 
@@ -120,7 +137,7 @@ fn apply(registry: &mut Registry, event: UpstreamEvent) {
 async fn own_registry(
     mut registry: Registry,
     mut events: mpsc::UnboundedReceiver<UpstreamEvent>,
-    views: watch::Sender<Arc<View>>,
+    views: watch::Sender<Arc<Views>>,
     shutdown: CancellationToken,
 ) {
     loop {
@@ -137,20 +154,51 @@ async fn own_registry(
         for clash in registry.clashes() {
             tracing::error!("{clash}");
         }
-        let view = registry.view();
-        views.send_if_modified(|current| {
-            let changed = current.fingerprint() != view.fingerprint();
-            *current = view;
-            changed
-        });
+        // Every session compares its own profile's fingerprint, so only those whose view
+        // really changed announce it.
+        views.send_replace(registry.views());
     }
 }
 
-/// Names the policy, for messages.
-pub fn policy_name(policy: PrefixPolicy) -> &'static str {
-    match policy {
-        PrefixPolicy::Always => "always",
-        PrefixPolicy::OnConflict => "on-conflict",
-        PrefixPolicy::Never => "never",
+/// Mistakes only visible once tools are imported: name clashes, and restriction entries
+/// that match nothing (an error, unless the entry names a server that is down: a warning).
+fn check_at_start(
+    registry: &Registry,
+    config: &Config,
+    upstreams: &Upstreams,
+) -> Result<(), StartError> {
+    // A clash at start is a configuration mistake: refuse rather than serve half of it.
+    if !registry.clashes().is_empty() {
+        return Err(StartError::NameClash {
+            file: config.source.clone(),
+            clashes: registry.clashes().to_vec(),
+        });
+    }
+    let down: Vec<String> = upstreams
+        .iter()
+        .filter(|u| !matches!(u.state(), crate::upstream::ServerState::Ready { .. }))
+        .map(|u| format!("{}{}", u.name(), crate::registry::names::SEPARATOR))
+        .collect();
+    let (warnings, errors): (Vec<_>, Vec<_>) =
+        registry.unmatched_entries().into_iter().partition(|e| {
+            down.iter()
+                .any(|prefix| e.entry.starts_with(prefix.as_str()))
+        });
+    for entry in warnings {
+        tracing::warn!(
+            profile = %entry.profile,
+            "entry {:?} in `{}` names a server that is down; it matches nothing for now",
+            entry.entry,
+            entry.field
+        );
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(StartError::UnmatchedRestriction {
+            file: config.source.clone(),
+            entries: errors,
+            known: registry.known_names().to_vec(),
+        })
     }
 }

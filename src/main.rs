@@ -5,7 +5,8 @@ use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc};
 use clap::{Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 use toolgate::{
-    config, downstream, error,
+    config::{self, ProfileName},
+    downstream, error,
     gateway::Gateway,
     pipeline::Call,
     upstream::{CallContext, ServerState},
@@ -25,6 +26,9 @@ struct Cli {
     /// The configuration file.
     #[arg(long, short, global = true, default_value = "servers.toml")]
     config: PathBuf,
+    /// The profile whose tools to serve, list or call (default: `default`).
+    #[arg(long, short, global = true, value_name = "NAME")]
+    profile: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -72,6 +76,14 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
+    let serving_http = matches!(cli.command, Command::Serve { http: Some(_) });
+    let profile = match select_profile(&config, cli.profile.as_deref(), serving_http) {
+        Ok(profile) => profile,
+        Err(message) => {
+            eprintln!("toolgate: {message}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -82,10 +94,40 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(run(cli.command, config))
+    runtime.block_on(run(cli.command, config, profile))
 }
 
-async fn run(command: Command, config: config::Config) -> ExitCode {
+/// The profile named on the command line, or `default`; over HTTP the caller picks per request.
+fn select_profile(
+    config: &config::Config,
+    named: Option<&str>,
+    serving_http: bool,
+) -> Result<ProfileName, String> {
+    let Some(named) = named else {
+        if config.require_profile && !serving_http {
+            return Err(format!(
+                "{}: key `gateway.require_profile` is true: pass --profile NAME",
+                config.source
+            ));
+        }
+        return Ok(ProfileName::default_profile());
+    };
+    config
+        .profiles
+        .iter()
+        .find(|p| p.name.as_str() == named)
+        .map(|p| p.name.clone())
+        .ok_or_else(|| {
+            let known: Vec<&str> = config.profiles.iter().map(|p| p.name.as_str()).collect();
+            format!(
+                "unknown profile {named:?} (configured in {}: {})",
+                config.source,
+                known.join(", ")
+            )
+        })
+}
+
+async fn run(command: Command, config: config::Config, profile: ProfileName) -> ExitCode {
     let gateway = match Gateway::start(config).await {
         Ok(gateway) => gateway,
         Err(error) => {
@@ -94,16 +136,16 @@ async fn run(command: Command, config: config::Config) -> ExitCode {
         }
     };
     let code = match command {
-        Command::Serve { http } => serve(gateway.clone(), http).await,
+        Command::Serve { http } => serve(gateway.clone(), http, profile).await,
         Command::Check => check(&gateway),
-        Command::Tools => tools(&gateway),
-        Command::Call { tool, arguments } => call(&gateway, tool, &arguments).await,
+        Command::Tools => tools(&gateway, &profile),
+        Command::Call { tool, arguments } => call(&gateway, &profile, tool, &arguments).await,
     };
     gateway.shutdown().await;
     code
 }
 
-async fn serve(gateway: Arc<Gateway>, http: Option<SocketAddr>) -> ExitCode {
+async fn serve(gateway: Arc<Gateway>, http: Option<SocketAddr>, profile: ProfileName) -> ExitCode {
     let served = match http {
         Some(addr) => {
             downstream::http::serve(gateway, addr, |bound| {
@@ -112,7 +154,7 @@ async fn serve(gateway: Arc<Gateway>, http: Option<SocketAddr>) -> ExitCode {
             })
             .await
         }
-        None => downstream::stdio::serve(gateway).await,
+        None => downstream::stdio::serve(gateway, profile).await,
     };
     match served {
         Ok(()) => ExitCode::SUCCESS,
@@ -130,7 +172,10 @@ fn check(gateway: &Gateway) -> ExitCode {
         healthy &= matches!(state, ServerState::Ready { .. });
         println!("{}\t{state}", upstream.name());
     }
-    println!("{} tools exposed", gateway.view().len());
+    for profile in &gateway.config.profiles {
+        let count = gateway.view(&profile.name).map_or(0, |v| v.len());
+        println!("profile {}\t{count} tools", profile.name);
+    }
     if healthy {
         ExitCode::SUCCESS
     } else {
@@ -138,8 +183,8 @@ fn check(gateway: &Gateway) -> ExitCode {
     }
 }
 
-fn tools(gateway: &Gateway) -> ExitCode {
-    let view = gateway.view();
+fn tools(gateway: &Gateway, profile: &ProfileName) -> ExitCode {
+    let view = gateway.view(profile).unwrap_or_default();
     let width = view
         .entries()
         .iter()
@@ -168,7 +213,7 @@ fn tools(gateway: &Gateway) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-async fn call(gateway: &Gateway, tool: String, arguments: &str) -> ExitCode {
+async fn call(gateway: &Gateway, profile: &ProfileName, tool: String, arguments: &str) -> ExitCode {
     let arguments = match serde_json::from_str::<serde_json::Value>(arguments) {
         Ok(serde_json::Value::Object(map)) => Some(map),
         Ok(_) => {
@@ -188,7 +233,7 @@ async fn call(gateway: &Gateway, tool: String, arguments: &str) -> ExitCode {
             progress: None,
         },
     };
-    let view = gateway.view();
+    let view = gateway.view(profile).unwrap_or_default();
     let outcome = gateway.pipeline.execute(&view, call).await;
     match outcome.map_err(error::into_mcp) {
         Ok(result) | Err(Ok(result)) => {

@@ -1,11 +1,13 @@
 //! The tool registry: what each upstream exports, named and merged into one view. Pure: no I/O, no async.
 //!
 //! Upstream supervisors report tool lists; the owner calls [`Registry::replace`] or
-//! [`Registry::remove`], which rebuilds the [`View`] once. Listing and dispatch both read that
-//! one immutable view, so what a client sees and what executes can never disagree. Profiles
-//! (per-agent layers and masks) will add one view per profile over the same global layer.
+//! [`Registry::remove`], which rebuilds every profile's [`View`] once. Listing and dispatch
+//! both read that one immutable view, so what a client sees and what executes can never
+//! disagree. A profile's view is the global layer masked by the restrictions of every
+//! profile in its `extends` chain ([`restrict`]).
 
 pub mod names;
+pub mod restrict;
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -15,8 +17,10 @@ use std::{
 
 use rmcp::model::Tool;
 
-use crate::config::{PrefixPolicy, ServerName};
+use crate::config::{PrefixPolicy, Profile, ProfileName, ServerName};
 pub use names::NameClash;
+use restrict::Restriction;
+pub use restrict::UnmatchedEntry;
 
 /// One exposed tool and where it goes.
 #[derive(Debug, Clone, PartialEq)]
@@ -68,25 +72,81 @@ impl View {
     }
 }
 
-/// The global layer: each server's imported tools, in server-name order.
+/// Every profile's view, published together: one change event rebuilds them all.
+#[derive(Debug, Default)]
+pub struct Views {
+    by_profile: HashMap<ProfileName, Arc<View>>,
+}
+
+impl Views {
+    /// `None` for a profile that is not configured.
+    pub fn get(&self, profile: &ProfileName) -> Option<&Arc<View>> {
+        self.by_profile.get(profile)
+    }
+}
+
+/// A profile as the registry needs it: its restriction chain, resolved once.
+#[derive(Debug)]
+struct ProfileSpec {
+    name: ProfileName,
+    /// This profile's restriction and every ancestor's, nearest first.
+    chain: Vec<Arc<Restriction>>,
+}
+
+/// The global layer (each server's imported tools, in server-name order) and the profiles
+/// that mask it.
 #[derive(Debug)]
 pub struct Registry {
     policy: PrefixPolicy,
     servers: BTreeMap<ServerName, Vec<Tool>>,
+    profiles: Vec<ProfileSpec>,
     generation: u64,
-    view: Arc<View>,
+    /// Every exposed name before restrictions: what restriction entries are checked against.
+    known: Vec<String>,
+    views: Arc<Views>,
     clashes: Vec<NameClash>,
 }
 
 impl Registry {
-    pub fn new(policy: PrefixPolicy) -> Self {
-        Self {
+    /// `profiles` must be validated (parents exist, no cycles), as [`crate::config`] does.
+    pub fn new(policy: PrefixPolicy, profiles: &[Profile]) -> Self {
+        let restrictions: HashMap<&ProfileName, Arc<Restriction>> = profiles
+            .iter()
+            .map(|p| (&p.name, Arc::new(Restriction::new(p))))
+            .collect();
+        let specs = profiles
+            .iter()
+            .map(|profile| {
+                let mut chain = Vec::new();
+                let mut next = Some(profile);
+                // Bounded by the profile count, so a cycle that slipped past validation
+                // cannot loop forever.
+                while let Some(p) = next.filter(|_| chain.len() <= profiles.len()) {
+                    if let Some(r) = restrictions.get(&p.name) {
+                        chain.push(r.clone());
+                    }
+                    next = p
+                        .extends
+                        .as_ref()
+                        .and_then(|parent| profiles.iter().find(|q| &q.name == parent));
+                }
+                ProfileSpec {
+                    name: profile.name.clone(),
+                    chain,
+                }
+            })
+            .collect();
+        let mut registry = Self {
             policy,
             servers: BTreeMap::new(),
+            profiles: specs,
             generation: 0,
-            view: Arc::new(View::default()),
+            known: Vec::new(),
+            views: Arc::new(Views::default()),
             clashes: Vec::new(),
-        }
+        };
+        registry.rebuild();
+        registry
     }
 
     /// Sets what `server` exports (its whole list: imports are never partial) and rebuilds.
@@ -102,11 +162,31 @@ impl Registry {
         }
     }
 
-    pub fn view(&self) -> Arc<View> {
-        self.view.clone()
+    /// The view of `profile`, or `None` if no such profile is configured.
+    pub fn view(&self, profile: &ProfileName) -> Option<Arc<View>> {
+        self.views.get(profile).cloned()
     }
 
-    /// Names that could not be exposed in the current view, with why.
+    /// All views, to publish.
+    pub fn views(&self) -> Arc<Views> {
+        self.views.clone()
+    }
+
+    /// Exposed names before restrictions, sorted: what allow/deny entries may name.
+    pub fn known_names(&self) -> &[String] {
+        &self.known
+    }
+
+    /// Restriction entries that match no known name: typos to report loudly.
+    pub fn unmatched_entries(&self) -> Vec<UnmatchedEntry> {
+        self.profiles
+            .iter()
+            .filter_map(|spec| spec.chain.first())
+            .flat_map(|restriction| restriction.unmatched(&self.known))
+            .collect()
+    }
+
+    /// Names that could not be exposed, with why.
     pub fn clashes(&self) -> &[NameClash] {
         &self.clashes
     }
@@ -126,33 +206,59 @@ impl Registry {
             .collect();
         let (exposed, clashes) = names::assign(self.policy, &wanted);
 
-        let mut entries = Vec::with_capacity(sources.len());
-        let mut by_name = HashMap::with_capacity(sources.len());
-        let mut listed = Vec::with_capacity(sources.len());
-        for ((server, tool), exposed) in sources.into_iter().zip(exposed) {
-            let Some(exposed) = exposed else { continue };
-            let mut shown = tool.clone();
-            shown.name = exposed.clone().into();
-            let entry = Arc::new(ToolEntry {
-                exposed: exposed.clone(),
-                server: server.clone(),
-                upstream_name: tool.name.to_string(),
-                tool: shown.clone(),
-            });
-            listed.push(shown);
-            by_name.insert(exposed, entry.clone());
-            entries.push(entry);
-        }
+        let global: Vec<Arc<ToolEntry>> = sources
+            .into_iter()
+            .zip(exposed)
+            .filter_map(|((server, tool), exposed)| {
+                let exposed = exposed?;
+                let mut shown = tool.clone();
+                shown.name = exposed.clone().into();
+                Some(Arc::new(ToolEntry {
+                    exposed,
+                    server: server.clone(),
+                    upstream_name: tool.name.to_string(),
+                    tool: shown,
+                }))
+            })
+            .collect();
         self.generation += 1;
-        let fingerprint = fingerprint(&listed);
+        let mut known: Vec<String> = global.iter().map(|e| e.exposed.clone()).collect();
+        known.sort();
+        self.known = known;
         self.clashes = clashes;
-        self.view = Arc::new(View {
-            generation: self.generation,
+        let by_profile = self
+            .profiles
+            .iter()
+            .map(|spec| {
+                let visible = global
+                    .iter()
+                    .filter(|entry| spec.chain.iter().all(|r| r.admits(&entry.exposed)))
+                    .cloned()
+                    .collect();
+                (
+                    spec.name.clone(),
+                    Arc::new(View::new(self.generation, visible)),
+                )
+            })
+            .collect();
+        self.views = Arc::new(Views { by_profile });
+    }
+}
+
+impl View {
+    fn new(generation: u64, entries: Vec<Arc<ToolEntry>>) -> Self {
+        let by_name = entries
+            .iter()
+            .map(|e| (e.exposed.clone(), e.clone()))
+            .collect();
+        let listed: Vec<Tool> = entries.iter().map(|e| e.tool.clone()).collect();
+        Self {
+            generation,
+            fingerprint: fingerprint(&listed),
             entries,
             by_name,
             listed: Arc::new(listed),
-            fingerprint,
-        });
+        }
     }
 }
 

@@ -16,13 +16,18 @@ async fn tools_of_an_http_upstream_are_listed_and_called() {
     ));
     let (client, _) = stdio_client(&outer).await;
     let names = tool_names(&client).await;
-    assert!(names.contains(&"remote__echo__echo".to_owned()), "{names:?}");
+    assert!(
+        names.contains(&"remote__echo__echo".to_owned()),
+        "{names:?}"
+    );
 
     let sum = call(&client, "remote__echo__add", json!({"a": 20, "b": 22}))
         .await
         .unwrap();
     assert_eq!(sum.structured_content, Some(json!({"sum": 42})));
-    let failed = call(&client, "remote__echo__fail", json!({})).await.unwrap();
+    let failed = call(&client, "remote__echo__fail", json!({}))
+        .await
+        .unwrap();
     assert_eq!(failed.is_error, Some(true));
     client.cancel().await.unwrap();
 }
@@ -37,6 +42,9 @@ async fn an_unreachable_http_upstream_is_reported_by_check() {
     let config = work.config().display().to_string();
     let (code, stdout, _stderr) = run_toolgate(&["--config", &config, "check"]);
     assert_eq!(code, Some(1), "{stdout}");
-    assert!(stdout.contains("gone\tfailed: MCP handshake with http://127.0.0.1:9/mcp failed"), "{stdout}");
+    assert!(
+        stdout.contains("gone\tfailed: MCP handshake with http://127.0.0.1:9/mcp failed"),
+        "{stdout}"
+    );
     assert!(stdout.contains("echo\tready (6 tools)"), "{stdout}");
 }

@@ -115,3 +115,34 @@ fn env_keys_keep_case_only_under_env_and_headers() {
     );
     assert_eq!(env_key_to_path("GATEWAY__PREFIX"), "gateway.prefix");
 }
+
+#[test]
+fn profiles_validate_parents_cycles_and_reserved_names() {
+    let ok = parse(
+        "[profiles.reviewer]\nallow = [\"a__*\"]\n[profiles.ops]\nextends = \"reviewer\"\ndeny = [\"a__b\"]\n",
+    )
+    .unwrap();
+    let names: Vec<&str> = ok.profiles.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["default", "ops", "reviewer"], "default is implied");
+
+    let unknown = parse("[profiles.ops]\nextends = \"nobody\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        unknown.contains("profiles.ops.extends") && unknown.contains("nobody"),
+        "{unknown}"
+    );
+
+    let cycle = parse("[profiles.a]\nextends = \"b\"\n[profiles.b]\nextends = \"a\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(cycle.contains("cycle: a -> b -> a"), "{cycle}");
+
+    let reserved = parse("[profiles.a]\ndeny = [\"run_code\"]\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        reserved.contains("profiles.a.deny[0]") && reserved.contains("run_code"),
+        "{reserved}"
+    );
+}

@@ -2,7 +2,10 @@
 
 use std::{collections::BTreeMap, path::PathBuf};
 
-use super::{Config, ConfigError, RawConfig, RawServer, ServerConfig, ServerName, Transport};
+use super::{
+    Config, ConfigError, Profile, ProfileName, RawConfig, RawProfile, RawServer, ServerConfig,
+    ServerName, Transport,
+};
 
 /// Turns what the user wrote into what the gateway runs on. `lookup` reads variables for
 /// `${VAR}`, so tests can pass their own environment.
@@ -27,11 +30,103 @@ pub fn validate(
             transport,
         });
     }
+    let profiles = profiles(raw.profiles, &invalid)?;
     Ok(Config {
         source: file.to_owned(),
         prefix: raw.gateway.prefix,
         servers,
+        profiles,
+        require_profile: raw.gateway.require_profile,
     })
+}
+
+/// Names, parents (known, acyclic) and restriction entries (well-formed, not `run_code`).
+/// Whether an entry matches a real tool is checked at start, once tools are imported.
+fn profiles(
+    raw: BTreeMap<String, RawProfile>,
+    invalid: &dyn Fn(String, String) -> ConfigError,
+) -> Result<Vec<Profile>, ConfigError> {
+    let mut profiles = Vec::with_capacity(raw.len() + 1);
+    for (name, profile) in &raw {
+        let key = format!("profiles.{name}");
+        let parsed = ProfileName::parse(name).map_err(|m| invalid(key.clone(), m))?;
+        let extends = match &profile.extends {
+            Some(parent) if !raw.contains_key(parent) => {
+                return Err(invalid(
+                    format!("{key}.extends"),
+                    format!(
+                        "expected the name of a declared profile, found {parent:?} (declared: {})",
+                        raw.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                ));
+            }
+            Some(parent) => {
+                Some(ProfileName::parse(parent).map_err(|m| invalid(format!("{key}.extends"), m))?)
+            }
+            None => None,
+        };
+        for (field, entries) in [("allow", &profile.allow), ("deny", &profile.deny)] {
+            for (i, entry) in entries.iter().flatten().enumerate() {
+                let at = format!("{key}.{field}[{i}]");
+                if entry.is_empty() {
+                    return Err(invalid(
+                        at,
+                        "expected a tool name or glob, found an empty string".into(),
+                    ));
+                }
+                if entry == "run_code" {
+                    return Err(invalid(
+                        at,
+                        "`run_code` is the gateway's own code-mode tool and cannot be allowed or denied".into(),
+                    ));
+                }
+            }
+        }
+        profiles.push(Profile {
+            name: parsed,
+            extends,
+            allow: profile.allow.clone(),
+            deny: profile.deny.clone(),
+        });
+    }
+    for profile in &profiles {
+        let mut seen = vec![&profile.name];
+        let mut next = profile.extends.as_ref();
+        while let Some(parent) = next {
+            if seen.contains(&parent) {
+                let chain: Vec<&str> = seen
+                    .iter()
+                    .map(|p| p.as_str())
+                    .chain([parent.as_str()])
+                    .collect();
+                return Err(invalid(
+                    format!("profiles.{}.extends", profile.name),
+                    format!(
+                        "profiles extend each other in a cycle: {}",
+                        chain.join(" -> ")
+                    ),
+                ));
+            }
+            seen.push(parent);
+            next = profiles
+                .iter()
+                .find(|p| &p.name == parent)
+                .and_then(|p| p.extends.as_ref());
+        }
+    }
+    if !profiles
+        .iter()
+        .any(|p| p.name.as_str() == ProfileName::DEFAULT)
+    {
+        profiles.push(Profile {
+            name: ProfileName::default_profile(),
+            extends: None,
+            allow: None,
+            deny: None,
+        });
+        profiles.sort_by(|a, b| a.name.cmp(&b.name));
+    }
+    Ok(profiles)
 }
 
 fn transport(

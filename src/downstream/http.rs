@@ -7,7 +7,20 @@ use rmcp::transport::streamable_http_server::{
 };
 
 use super::GatewayService;
-use crate::gateway::Gateway;
+use crate::{config::ProfileName, gateway::Gateway};
+
+fn endpoint(
+    gateway: &Arc<Gateway>,
+    profile: ProfileName,
+    config: StreamableHttpServerConfig,
+) -> StreamableHttpService<GatewayService, LocalSessionManager> {
+    let service = GatewayService::new(gateway.clone(), profile);
+    StreamableHttpService::new(
+        move || Ok(service.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    )
+}
 
 /// Binds `addr` and serves until SIGTERM/SIGINT. Calls `on_bound` with the real address
 /// (useful with port 0).
@@ -29,13 +42,37 @@ pub async fn serve(
     if !bound.ip().is_loopback() && !bound.ip().is_unspecified() {
         config.allowed_hosts.push(bound.ip().to_string());
     }
-    let service = GatewayService::new(gateway.clone());
-    let mcp = StreamableHttpService::new(
-        move || Ok(service.clone()),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
-    let app = axum::Router::new().nest_service("/mcp", mcp);
+    // One MCP endpoint per profile at `/mcp/{profile}`; `/mcp` is the `default` profile
+    // unless the config requires callers to choose.
+    let mut app = axum::Router::new();
+    for profile in &gateway.config.profiles {
+        let endpoint = endpoint(&gateway, profile.name.clone(), config.clone());
+        app = app.route_service(&format!("/mcp/{}", profile.name), endpoint);
+    }
+    if gateway.config.require_profile {
+        app = app.route(
+            "/mcp",
+            axum::routing::any(|| async {
+                (
+                    axum::http::StatusCode::FORBIDDEN,
+                    "this gateway requires a profile: use /mcp/{profile}\n",
+                )
+            }),
+        );
+    } else {
+        app = app.route_service(
+            "/mcp",
+            endpoint(&gateway, ProfileName::default_profile(), config),
+        );
+    }
+    let app = app.fallback(|uri: axum::http::Uri| async move {
+        (
+            axum::http::StatusCode::NOT_FOUND,
+            format!(
+                "no MCP endpoint at {uri}: use /mcp or /mcp/{{profile}} with a configured profile\n"
+            ),
+        )
+    });
     tracing::info!(%bound, "serving MCP over HTTP at /mcp");
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {

@@ -5,11 +5,12 @@ use std::sync::Arc;
 use rmcp::ServiceExt;
 
 use super::GatewayService;
-use crate::gateway::Gateway;
+use crate::{config::ProfileName, gateway::Gateway};
 
-/// Serves until the client closes stdin, the gateway gets SIGTERM/SIGINT, or the session fails.
-pub async fn serve(gateway: Arc<Gateway>) -> anyhow::Result<()> {
-    let service = GatewayService::new(gateway.clone());
+/// Serves `profile` until the client closes stdin, the gateway gets SIGTERM/SIGINT, or the
+/// session fails. The caller has checked that `profile` exists.
+pub async fn serve(gateway: Arc<Gateway>, profile: ProfileName) -> anyhow::Result<()> {
+    let service = GatewayService::new(gateway.clone(), profile);
     // Non-blocking pipes: the blocking `stdio()` costs a thread hand-off per message.
     let running = service.serve(rmcp::transport::stdio_pipes()).await?;
     let cancel = running.cancellation_token();

@@ -192,15 +192,20 @@ impl HttpGateway {
     }
 
     pub async fn client(&self) -> (Client, Recorder) {
-        let recorder = Recorder::default();
-        let transport = StreamableHttpClientTransport::from_uri(self.url.as_str());
-        let client = recorder
-            .clone()
-            .serve(transport)
-            .await
-            .expect("MCP handshake with toolgate over HTTP");
-        (client, recorder)
+        http_client(&self.url).await
     }
+}
+
+/// A client connected to the MCP endpoint at `url`.
+pub async fn http_client(url: &str) -> (Client, Recorder) {
+    let recorder = Recorder::default();
+    let transport = StreamableHttpClientTransport::from_uri(url);
+    let client = recorder
+        .clone()
+        .serve(transport)
+        .await
+        .expect("MCP handshake with toolgate over HTTP");
+    (client, recorder)
 }
 
 /// Calls `name` with `args` (a JSON object literal).
