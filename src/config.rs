@@ -90,6 +90,12 @@ pub struct RawProfile {
     pub allow: Option<Vec<String>>,
     /// Exact exposed names or `*` globs; these are hidden.
     pub deny: Option<Vec<String>>,
+    /// Bearer tokens that select this profile over HTTP (and are required on its path).
+    #[serde(default)]
+    pub tokens: Vec<String>,
+    /// Servers whose tools exist for this profile (and profiles extending it) only.
+    #[serde(default)]
+    pub servers: BTreeMap<String, RawServer>,
 }
 
 /// One `[servers.NAME]` table as written: either `command` (stdio) or `url` (streamable HTTP).
@@ -175,6 +181,51 @@ pub struct Profile {
     pub extends: Option<ProfileName>,
     pub allow: Option<Vec<String>>,
     pub deny: Option<Vec<String>>,
+    pub tokens: Vec<Secret>,
+}
+
+/// Identifies one configured server: `echo` for a global one, `ops/shell` for the server
+/// `shell` owned by profile `ops` (which may share its short name with a global server).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ServerId {
+    /// `None` for the global layer; sorts first.
+    pub owner: Option<ProfileName>,
+    pub name: ServerName,
+}
+
+impl ServerId {
+    pub fn global(name: ServerName) -> Self {
+        Self { owner: None, name }
+    }
+}
+
+impl fmt::Display for ServerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.owner {
+            Some(owner) => write!(f, "{owner}/{}", self.name),
+            None => write!(f, "{}", self.name),
+        }
+    }
+}
+
+/// A bearer token. Never printed: `Debug` hides it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: String) -> Self {
+        Self(value)
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
 }
 
 /// How to reach one upstream server.
@@ -194,7 +245,7 @@ pub enum Transport {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerConfig {
-    pub name: ServerName,
+    pub id: ServerId,
     pub transport: Transport,
 }
 
@@ -204,7 +255,7 @@ pub struct Config {
     /// Where it came from, for messages.
     pub source: String,
     pub prefix: PrefixPolicy,
-    /// Sorted by name: the order tools are listed in.
+    /// Global servers sorted by name (the order tools are listed in), then each profile's own.
     pub servers: Vec<ServerConfig>,
     /// Sorted by name; always contains `default` (declared or implied, unrestricted).
     pub profiles: Vec<Profile>,

@@ -195,10 +195,15 @@ fn check_at_start(
     if errors.is_empty() {
         Ok(())
     } else {
+        // The first profile's known names: the list a typo is most likely to be fixed from.
+        let known = errors
+            .first()
+            .map(|e| registry.known_names(&e.profile).to_vec())
+            .unwrap_or_default();
         Err(StartError::UnmatchedRestriction {
             file: config.source.clone(),
             entries: errors,
-            known: registry.known_names().to_vec(),
+            known,
         })
     }
 }

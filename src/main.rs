@@ -194,7 +194,7 @@ fn tools(gateway: &Gateway, profile: &ProfileName) -> ExitCode {
     let server_width = view
         .entries()
         .iter()
-        .map(|e| e.server.as_str().len())
+        .map(|e| e.server.to_string().len())
         .max()
         .unwrap_or(0);
     for entry in view.entries() {
@@ -207,7 +207,7 @@ fn tools(gateway: &Gateway, profile: &ProfileName) -> ExitCode {
         println!(
             "{:width$}  {:server_width$}  {summary}",
             entry.exposed,
-            entry.server.as_str()
+            entry.server.to_string()
         );
     }
     ExitCode::SUCCESS

@@ -17,7 +17,7 @@ use std::{
 
 use rmcp::model::Tool;
 
-use crate::config::{PrefixPolicy, Profile, ProfileName, ServerName};
+use crate::config::{PrefixPolicy, Profile, ProfileName, ServerId};
 pub use names::NameClash;
 use restrict::Restriction;
 pub use restrict::UnmatchedEntry;
@@ -26,7 +26,7 @@ pub use restrict::UnmatchedEntry;
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolEntry {
     pub exposed: String,
-    pub server: ServerName,
+    pub server: ServerId,
     /// The name the upstream knows it by: what a call is forwarded with.
     pub upstream_name: String,
     /// The tool as listed downstream: the upstream's definition with `name` = `exposed`.
@@ -89,20 +89,23 @@ impl Views {
 #[derive(Debug)]
 struct ProfileSpec {
     name: ProfileName,
+    /// This profile and its ancestors, nearest first.
+    lineage: Vec<ProfileName>,
     /// This profile's restriction and every ancestor's, nearest first.
     chain: Vec<Arc<Restriction>>,
 }
 
-/// The global layer (each server's imported tools, in server-name order) and the profiles
-/// that mask it.
+/// The layers (global servers in server-name order; each profile's own servers) and the
+/// profiles that mask them.
 #[derive(Debug)]
 pub struct Registry {
     policy: PrefixPolicy,
-    servers: BTreeMap<ServerName, Vec<Tool>>,
+    servers: BTreeMap<ServerId, Vec<Tool>>,
     profiles: Vec<ProfileSpec>,
     generation: u64,
-    /// Every exposed name before restrictions: what restriction entries are checked against.
-    known: Vec<String>,
+    /// Per profile, every name it could see before restrictions, sorted: what its
+    /// allow/deny entries are checked against.
+    known: HashMap<ProfileName, Vec<String>>,
     views: Arc<Views>,
     clashes: Vec<NameClash>,
 }
@@ -118,10 +121,12 @@ impl Registry {
             .iter()
             .map(|profile| {
                 let mut chain = Vec::new();
+                let mut lineage = Vec::new();
                 let mut next = Some(profile);
                 // Bounded by the profile count, so a cycle that slipped past validation
                 // cannot loop forever.
-                while let Some(p) = next.filter(|_| chain.len() <= profiles.len()) {
+                while let Some(p) = next.filter(|_| lineage.len() <= profiles.len()) {
+                    lineage.push(p.name.clone());
                     if let Some(r) = restrictions.get(&p.name) {
                         chain.push(r.clone());
                     }
@@ -132,6 +137,7 @@ impl Registry {
                 }
                 ProfileSpec {
                     name: profile.name.clone(),
+                    lineage,
                     chain,
                 }
             })
@@ -141,7 +147,7 @@ impl Registry {
             servers: BTreeMap::new(),
             profiles: specs,
             generation: 0,
-            known: Vec::new(),
+            known: HashMap::new(),
             views: Arc::new(Views::default()),
             clashes: Vec::new(),
         };
@@ -150,13 +156,13 @@ impl Registry {
     }
 
     /// Sets what `server` exports (its whole list: imports are never partial) and rebuilds.
-    pub fn replace(&mut self, server: &ServerName, tools: Vec<Tool>) {
+    pub fn replace(&mut self, server: &ServerId, tools: Vec<Tool>) {
         self.servers.insert(server.clone(), tools);
         self.rebuild();
     }
 
     /// Forgets `server`'s tools and rebuilds.
-    pub fn remove(&mut self, server: &ServerName) {
+    pub fn remove(&mut self, server: &ServerId) {
         if self.servers.remove(server).is_some() {
             self.rebuild();
         }
@@ -172,17 +178,18 @@ impl Registry {
         self.views.clone()
     }
 
-    /// Exposed names before restrictions, sorted: what allow/deny entries may name.
-    pub fn known_names(&self) -> &[String] {
-        &self.known
+    /// The names `profile` could see before restrictions (inherited and its own), sorted:
+    /// what its allow/deny entries may name.
+    pub fn known_names(&self, profile: &ProfileName) -> &[String] {
+        self.known.get(profile).map_or(&[], Vec::as_slice)
     }
 
-    /// Restriction entries that match no known name: typos to report loudly.
+    /// Restriction entries that match no name their profile could see: typos to report loudly.
     pub fn unmatched_entries(&self) -> Vec<UnmatchedEntry> {
         self.profiles
             .iter()
-            .filter_map(|spec| spec.chain.first())
-            .flat_map(|restriction| restriction.unmatched(&self.known))
+            .filter_map(|spec| Some((spec.chain.first()?, self.known_names(&spec.name))))
+            .flat_map(|(restriction, known)| restriction.unmatched(known))
             .collect()
     }
 
@@ -192,56 +199,139 @@ impl Registry {
     }
 
     fn rebuild(&mut self) {
-        let sources: Vec<(&ServerName, &Tool)> = self
-            .servers
-            .iter()
-            .flat_map(|(server, tools)| tools.iter().map(move |tool| (server, tool)))
-            .collect();
-        let wanted: Vec<names::Upstream<'_>> = sources
-            .iter()
-            .map(|(server, tool)| names::Upstream {
-                server,
-                tool: tool.name.as_ref(),
-            })
-            .collect();
-        let (exposed, clashes) = names::assign(self.policy, &wanted);
-
-        let global: Vec<Arc<ToolEntry>> = sources
-            .into_iter()
-            .zip(exposed)
-            .filter_map(|((server, tool), exposed)| {
-                let exposed = exposed?;
-                let mut shown = tool.clone();
-                shown.name = exposed.clone().into();
-                Some(Arc::new(ToolEntry {
-                    exposed,
-                    server: server.clone(),
-                    upstream_name: tool.name.to_string(),
-                    tool: shown,
-                }))
-            })
-            .collect();
+        // Each layer is named on its own, so a profile's server may take a name a global
+        // server has: that is how a profile gets its own variant of a tool (shadowing).
+        let mut layers: HashMap<Option<ProfileName>, Vec<Arc<ToolEntry>>> = HashMap::new();
+        let mut clashes = Vec::new();
+        let mut owners: Vec<Option<&ProfileName>> =
+            self.servers.keys().map(|id| id.owner.as_ref()).collect();
+        owners.dedup();
+        for owner in owners {
+            let sources: Vec<(&ServerId, &Tool)> = self
+                .servers
+                .iter()
+                .filter(|(id, _)| id.owner.as_ref() == owner)
+                .flat_map(|(id, tools)| tools.iter().map(move |tool| (id, tool)))
+                .collect();
+            let (entries, layer_clashes) = name_layer(self.policy, sources);
+            clashes.extend(layer_clashes);
+            layers.insert(owner.cloned(), entries);
+        }
         self.generation += 1;
-        let mut known: Vec<String> = global.iter().map(|e| e.exposed.clone()).collect();
-        known.sort();
-        self.known = known;
         self.clashes = clashes;
-        let by_profile = self
-            .profiles
-            .iter()
-            .map(|spec| {
-                let visible = global
-                    .iter()
-                    .filter(|entry| spec.chain.iter().all(|r| r.admits(&entry.exposed)))
-                    .cloned()
-                    .collect();
-                (
-                    spec.name.clone(),
-                    Arc::new(View::new(self.generation, visible)),
-                )
-            })
-            .collect();
+
+        let mut known = HashMap::with_capacity(self.profiles.len());
+        let mut by_profile = HashMap::with_capacity(self.profiles.len());
+        for spec in &self.profiles {
+            let layer = |profile: Option<&ProfileName>| layer_of(&layers, profile);
+            // Global, then each ancestor's own layer, farthest first: nearer replaces farther.
+            let mut inherited = Layered::new(layer(None));
+            for ancestor in spec.lineage.iter().skip(1).rev() {
+                inherited.overlay(layer(Some(ancestor)));
+            }
+            let own = layer(Some(&spec.name));
+            let mut names: Vec<String> = inherited
+                .entries
+                .iter()
+                .chain(own)
+                .map(|e| e.exposed.clone())
+                .collect();
+            names.sort();
+            names.dedup();
+            known.insert(spec.name.clone(), names);
+
+            // Restrictions mask what is inherited; a profile's own tools are explicit grants.
+            let admitted = inherited
+                .entries
+                .into_iter()
+                .filter(|entry| spec.chain.iter().all(|r| r.admits(&entry.exposed)));
+            let mut visible = Layered::new(&[]);
+            visible.entries.extend(admitted);
+            visible.reindex();
+            visible.overlay(own);
+            by_profile.insert(
+                spec.name.clone(),
+                Arc::new(View::new(self.generation, visible.entries)),
+            );
+        }
+        self.known = known;
         self.views = Arc::new(Views { by_profile });
+    }
+}
+
+fn layer_of<'a>(
+    layers: &'a HashMap<Option<ProfileName>, Vec<Arc<ToolEntry>>>,
+    profile: Option<&ProfileName>,
+) -> &'a [Arc<ToolEntry>] {
+    layers.get(&profile.cloned()).map_or(&[][..], Vec::as_slice)
+}
+
+/// Names one layer's tools by the prefix policy.
+fn name_layer(
+    policy: PrefixPolicy,
+    sources: Vec<(&ServerId, &Tool)>,
+) -> (Vec<Arc<ToolEntry>>, Vec<NameClash>) {
+    let wanted: Vec<names::Upstream<'_>> = sources
+        .iter()
+        .map(|(id, tool)| names::Upstream {
+            server: &id.name,
+            tool: tool.name.as_ref(),
+        })
+        .collect();
+    let (exposed, clashes) = names::assign(policy, &wanted);
+    let entries = sources
+        .into_iter()
+        .zip(exposed)
+        .filter_map(|((id, tool), exposed)| {
+            let exposed = exposed?;
+            let mut shown = tool.clone();
+            shown.name = exposed.clone().into();
+            Some(Arc::new(ToolEntry {
+                exposed,
+                server: id.clone(),
+                upstream_name: tool.name.to_string(),
+                tool: shown,
+            }))
+        })
+        .collect();
+    (entries, clashes)
+}
+
+/// A list of entries in which a later layer replaces a same-named entry in place.
+struct Layered {
+    entries: Vec<Arc<ToolEntry>>,
+    index: HashMap<String, usize>,
+}
+
+impl Layered {
+    fn new(base: &[Arc<ToolEntry>]) -> Self {
+        let mut layered = Self {
+            entries: base.to_vec(),
+            index: HashMap::new(),
+        };
+        layered.reindex();
+        layered
+    }
+
+    fn reindex(&mut self) {
+        self.index = self
+            .entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.exposed.clone(), i))
+            .collect();
+    }
+
+    fn overlay(&mut self, layer: &[Arc<ToolEntry>]) {
+        for entry in layer {
+            match self.index.get(&entry.exposed) {
+                Some(&at) => self.entries[at] = entry.clone(),
+                None => {
+                    self.index.insert(entry.exposed.clone(), self.entries.len());
+                    self.entries.push(entry.clone());
+                }
+            }
+        }
     }
 }
 

@@ -28,7 +28,7 @@ use rmcp::{
 use tokio::sync::{Notify, mpsc};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-use crate::config::{ServerConfig, ServerName};
+use crate::config::{ServerConfig, ServerId};
 use client::UpstreamClient;
 pub use progress::ProgressRoutes;
 
@@ -39,28 +39,22 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(60);
 #[derive(Debug)]
 pub enum UpstreamEvent {
     /// `server` now exports exactly `tools`.
-    Tools {
-        server: ServerName,
-        tools: Vec<Tool>,
-    },
+    Tools { server: ServerId, tools: Vec<Tool> },
     /// `server` went away; its tools stay listed and calls to them fail as unavailable.
-    Down { server: ServerName, reason: String },
+    Down { server: ServerId, reason: String },
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum UpstreamError {
     /// The server is not connected (failed to start, or died).
     #[error("server \"{server}\" is unavailable: {reason}")]
-    Unavailable { server: ServerName, reason: String },
+    Unavailable { server: ServerId, reason: String },
     /// The server answered with a JSON-RPC error: relayed to the client as is.
     #[error("server \"{server}\" answered with an error: {error}")]
-    Rpc {
-        server: ServerName,
-        error: ErrorData,
-    },
+    Rpc { server: ServerId, error: ErrorData },
     /// The server answered with something that is not a tool result.
     #[error("server \"{server}\" sent an unexpected answer: {detail}")]
-    Protocol { server: ServerName, detail: String },
+    Protocol { server: ServerId, detail: String },
     /// The calling client cancelled; the upstream was told.
     #[error("call cancelled by the client")]
     Cancelled,
@@ -111,14 +105,14 @@ pub struct CallContext {
 
 /// One upstream server: its state and, while connected, the client peer to call it through.
 pub struct Upstream {
-    name: ServerName,
+    name: ServerId,
     state: RwLock<ServerState>,
     peer: RwLock<Option<Peer<RoleClient>>>,
     progress: Arc<ProgressRoutes>,
 }
 
 impl Upstream {
-    fn new(name: ServerName) -> Self {
+    fn new(name: ServerId) -> Self {
         Self {
             name,
             state: RwLock::new(ServerState::Starting),
@@ -127,7 +121,7 @@ impl Upstream {
         }
     }
 
-    pub fn name(&self) -> &ServerName {
+    pub fn name(&self) -> &ServerId {
         &self.name
     }
 
@@ -264,8 +258,8 @@ fn result_kind(result: &ServerResult) -> &'static str {
 
 /// All upstream servers, by name.
 pub struct Upstreams {
-    by_name: HashMap<ServerName, Arc<Upstream>>,
-    order: Vec<ServerName>,
+    by_name: HashMap<ServerId, Arc<Upstream>>,
+    order: Vec<ServerId>,
     tasks: TaskTracker,
     shutdown: CancellationToken,
 }
@@ -283,9 +277,9 @@ impl Upstreams {
         let mut order = Vec::new();
         let mut starting = Vec::new();
         for server in servers {
-            let upstream = Arc::new(Upstream::new(server.name.clone()));
-            by_name.insert(server.name.clone(), upstream.clone());
-            order.push(server.name.clone());
+            let upstream = Arc::new(Upstream::new(server.id.clone()));
+            by_name.insert(server.id.clone(), upstream.clone());
+            order.push(server.id.clone());
             starting.push(start_one(
                 upstream,
                 server.clone(),
@@ -303,7 +297,7 @@ impl Upstreams {
         }
     }
 
-    pub fn get(&self, server: &ServerName) -> Option<&Arc<Upstream>> {
+    pub fn get(&self, server: &ServerId) -> Option<&Arc<Upstream>> {
         self.by_name.get(server)
     }
 
@@ -328,7 +322,7 @@ async fn start_one(
     shutdown: CancellationToken,
     tasks: TaskTracker,
 ) {
-    let name = config.name.clone();
+    let name = config.id.clone();
     let list_changed = Arc::new(Notify::new());
     let handler = UpstreamClient::new(
         name.clone(),

@@ -5,6 +5,75 @@ mod common;
 use common::*;
 use serde_json::json;
 
+/// POSTs an MCP initialize to `url` with an optional bearer token: (status, body).
+async fn initialize_status(url: &str, token: Option<&str>) -> (u16, String) {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap_or_default())
+}
+
+fn config_with_tokens() -> Workdir {
+    Workdir::new(&format!(
+        "{}{}\
+         [profiles.reviewer]\nallow = [\"other__*\"]\ntokens = [\"reviewer-token\"]\n\
+         [profiles.ops]\ntokens = [\"ops-token\"]\n",
+        server_toml("echo", "echo_server", &[]),
+        server_toml("other", "other_server", &[])
+    ))
+}
+
+#[tokio::test]
+async fn a_bearer_token_at_mcp_selects_its_profile() {
+    let work = config_with_tokens();
+    let http = HttpGateway::start(&work).await;
+    let (reviewer, _) = try_http_client(&http.url, Some("reviewer-token"))
+        .await
+        .unwrap();
+    assert_eq!(
+        tool_names(&reviewer).await,
+        ["other__echo", "other__reverse"]
+    );
+    let (ops, _) = try_http_client(&format!("{}/ops", http.url), Some("ops-token"))
+        .await
+        .unwrap();
+    assert_eq!(tool_names(&ops).await.len(), 8);
+    // No token: the unguarded default profile.
+    let (anonymous, _) = try_http_client(&http.url, None).await.unwrap();
+    assert_eq!(tool_names(&anonymous).await.len(), 8);
+    for client in [reviewer, ops, anonymous] {
+        client.cancel().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn wrong_missing_or_unknown_tokens_are_refused_with_a_clear_body() {
+    let work = config_with_tokens();
+    let http = HttpGateway::start(&work).await;
+    let url = &http.url;
+    let (status, body) = initialize_status(&format!("{url}/ops"), Some("reviewer-token")).await;
+    assert_eq!(
+        (status, body.as_str()),
+        (403, "this bearer token does not grant profile \"ops\"\n")
+    );
+    let (status, body) = initialize_status(&format!("{url}/ops"), None).await;
+    assert_eq!(
+        (status, body.as_str()),
+        (401, "profile \"ops\" requires a bearer token\n")
+    );
+    let (status, body) = initialize_status(url, Some("guess")).await;
+    assert_eq!((status, body.as_str()), (401, "unknown bearer token\n"));
+    let (status, _) = initialize_status(&format!("{url}/ops"), Some("ops-token")).await;
+    assert_eq!(status, 200);
+}
+
 fn config_with_profiles() -> Workdir {
     Workdir::new(&format!(
         "{}{}\
@@ -72,21 +141,10 @@ async fn two_http_clients_with_different_profiles_see_and_call_different_tools()
 async fn an_unknown_profile_path_is_404_with_a_clear_body() {
     let work = config_with_profiles();
     let http = HttpGateway::start(&work).await;
-    let response = reqwest::Client::new()
-        .post(format!("{}/nobody", http.url))
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body("{}")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 404);
-    assert!(
-        response
-            .text()
-            .await
-            .unwrap()
-            .contains("no MCP endpoint at /mcp/nobody")
+    let (status, body) = initialize_status(&format!("{}/nobody", http.url), None).await;
+    assert_eq!(
+        (status, body.as_str()),
+        (404, "unknown profile \"nobody\"\n")
     );
 }
 

@@ -38,7 +38,7 @@ fn stdio_and_http_servers_validate_into_transports() {
     )
     .unwrap();
     assert_eq!(config.prefix, PrefixPolicy::OnConflict);
-    assert_eq!(config.servers[0].name.as_str(), "a-local");
+    assert_eq!(config.servers[0].id.to_string(), "a-local");
     assert_eq!(
         config.servers[0].transport,
         Transport::Stdio {

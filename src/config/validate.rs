@@ -3,8 +3,8 @@
 use std::{collections::BTreeMap, path::PathBuf};
 
 use super::{
-    Config, ConfigError, Profile, ProfileName, RawConfig, RawProfile, RawServer, ServerConfig,
-    ServerName, Transport,
+    Config, ConfigError, Profile, ProfileName, RawConfig, RawProfile, RawServer, Secret,
+    ServerConfig, ServerId, ServerName, Transport,
 };
 
 /// Turns what the user wrote into what the gateway runs on. `lookup` reads variables for
@@ -21,16 +21,18 @@ pub fn validate(
     };
     let mut servers = Vec::with_capacity(raw.servers.len());
     for (name, server) in raw.servers {
-        let key = format!("servers.{name}");
-        let server_name =
-            ServerName::parse(&name).map_err(|message| invalid(key.clone(), message))?;
-        let transport = transport(server, &key, &invalid, lookup)?;
-        servers.push(ServerConfig {
-            name: server_name,
-            transport,
-        });
+        servers.push(server_config(None, &name, server, &invalid, lookup)?);
     }
-    let profiles = profiles(raw.profiles, &invalid)?;
+    for (profile, raw_profile) in &raw.profiles {
+        let owner =
+            ProfileName::parse(profile).map_err(|m| invalid(format!("profiles.{profile}"), m))?;
+        for (name, server) in &raw_profile.servers {
+            let config =
+                server_config(Some(owner.clone()), name, server.clone(), &invalid, lookup)?;
+            servers.push(config);
+        }
+    }
+    let profiles = profiles(raw.profiles, &invalid, lookup)?;
     Ok(Config {
         source: file.to_owned(),
         prefix: raw.gateway.prefix,
@@ -45,8 +47,11 @@ pub fn validate(
 fn profiles(
     raw: BTreeMap<String, RawProfile>,
     invalid: &dyn Fn(String, String) -> ConfigError,
+    lookup: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Vec<Profile>, ConfigError> {
     let mut profiles = Vec::with_capacity(raw.len() + 1);
+    // Which profile each token selects: a token may select one profile only.
+    let mut token_owner: Vec<(String, &str)> = Vec::new();
     for (name, profile) in &raw {
         let key = format!("profiles.{name}");
         let parsed = ProfileName::parse(name).map_err(|m| invalid(key.clone(), m))?;
@@ -82,11 +87,34 @@ fn profiles(
                 }
             }
         }
+        let mut tokens = Vec::with_capacity(profile.tokens.len());
+        for (i, token) in profile.tokens.iter().enumerate() {
+            let at = format!("{key}.tokens[{i}]");
+            // Errors name the key, never the value: it is a secret.
+            let token = expand_vars(token, lookup).map_err(|m| invalid(at.clone(), m))?;
+            if token.trim().is_empty() {
+                return Err(invalid(
+                    at,
+                    "expected a bearer token, found an empty string".into(),
+                ));
+            }
+            if let Some((_, other)) = token_owner.iter().find(|(t, _)| *t == token) {
+                return Err(invalid(
+                    at,
+                    format!(
+                        "this token is also listed for profile {other:?}; a token selects one profile"
+                    ),
+                ));
+            }
+            token_owner.push((token.clone(), name.as_str()));
+            tokens.push(Secret::new(token));
+        }
         profiles.push(Profile {
             name: parsed,
             extends,
             allow: profile.allow.clone(),
             deny: profile.deny.clone(),
+            tokens,
         });
     }
     for profile in &profiles {
@@ -123,10 +151,29 @@ fn profiles(
             extends: None,
             allow: None,
             deny: None,
+            tokens: Vec::new(),
         });
         profiles.sort_by(|a, b| a.name.cmp(&b.name));
     }
     Ok(profiles)
+}
+
+fn server_config(
+    owner: Option<ProfileName>,
+    name: &str,
+    server: RawServer,
+    invalid: &dyn Fn(String, String) -> ConfigError,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<ServerConfig, ConfigError> {
+    let key = match &owner {
+        Some(owner) => format!("profiles.{owner}.servers.{name}"),
+        None => format!("servers.{name}"),
+    };
+    let name = ServerName::parse(name).map_err(|message| invalid(key.clone(), message))?;
+    Ok(ServerConfig {
+        id: ServerId { owner, name },
+        transport: transport(server, &key, invalid, lookup)?,
+    })
 }
 
 fn transport(

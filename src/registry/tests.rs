@@ -6,6 +6,7 @@ use rmcp::model::Tool;
 use serde_json::json;
 
 use super::*;
+use crate::config::ServerName;
 
 fn tool(name: &str) -> Tool {
     let schema = json!({"type": "object"});
@@ -19,8 +20,16 @@ fn tool(name: &str) -> Tool {
     )
 }
 
-fn server(name: &str) -> ServerName {
-    ServerName::parse(name).unwrap()
+fn server(name: &str) -> ServerId {
+    ServerId::global(ServerName::parse(name).unwrap())
+}
+
+/// Server `name` owned by profile `owner`.
+fn owned(owner: &str, name: &str) -> ServerId {
+    ServerId {
+        owner: Some(ProfileName::parse(owner).unwrap()),
+        name: ServerName::parse(name).unwrap(),
+    }
 }
 
 fn default_profile() -> Profile {
@@ -39,6 +48,7 @@ fn profile(
         extends: extends.map(|p| ProfileName::parse(p).unwrap()),
         allow: list(allow),
         deny: list(deny),
+        tokens: Vec::new(),
     }
 }
 
@@ -146,7 +156,7 @@ fn unmatched_entries_are_reported_with_sorted_known_names() {
         .collect();
     assert_eq!(entries, [("allow", "gh__get_isue"), ("deny", "nothing*")]);
     assert_eq!(
-        registry.known_names(),
+        registry.known_names(&ProfileName::parse("typo").unwrap()),
         [
             "echo__echo",
             "gh__create_issue",
@@ -212,4 +222,87 @@ fn never_policy_keeps_first_server_and_reports_clash() {
     assert_eq!(view.get("echo").unwrap().server, server("a"));
     assert!(view.get("other").is_some());
     assert_eq!(registry.clashes().len(), 1);
+}
+
+#[test]
+fn a_profile_server_shadows_a_global_tool_in_place_for_that_profile_only() {
+    let mut registry = with_profiles(&[default_profile(), profile("ops", None, None, None)]);
+    let mut variant = tool("echo");
+    variant.description = Some("ops variant".into());
+    registry.replace(&owned("ops", "echo"), vec![variant, tool("shell")]);
+
+    let ops = view_of(&registry, "ops");
+    assert_eq!(
+        names(&ops),
+        [
+            "echo__echo",
+            "gh__get_issue",
+            "gh__get_pr",
+            "gh__create_issue",
+            "echo__shell"
+        ]
+    );
+    let shadowed = ops.get("echo__echo").unwrap();
+    assert_eq!(shadowed.server, owned("ops", "echo"));
+    assert_eq!(shadowed.tool.description.as_deref(), Some("ops variant"));
+
+    let default = view_of(&registry, "default");
+    assert_eq!(default.get("echo__echo").unwrap().server, server("echo"));
+    assert!(
+        default.get("echo__shell").is_none(),
+        "profile tools are invisible to others"
+    );
+}
+
+#[test]
+fn shadowing_holds_whichever_layer_is_imported_first() {
+    let mut registry = Registry::new(
+        PrefixPolicy::Always,
+        &[default_profile(), profile("ops", None, None, None)],
+    );
+    registry.replace(&owned("ops", "echo"), vec![tool("echo")]);
+    registry.replace(&server("echo"), vec![tool("echo")]);
+    assert_eq!(
+        view_of(&registry, "ops").get("echo__echo").unwrap().server,
+        owned("ops", "echo")
+    );
+    assert_eq!(
+        view_of(&registry, "default")
+            .get("echo__echo")
+            .unwrap()
+            .server,
+        server("echo")
+    );
+}
+
+#[test]
+fn own_tools_are_exempt_from_restrictions_and_inherited_by_children() {
+    let mut registry = with_profiles(&[
+        default_profile(),
+        profile("ops", None, Some(&["gh__get_issue"]), None),
+        profile("junior", Some("ops"), None, Some(&["shell__run"])),
+    ]);
+    registry.replace(&owned("ops", "shell"), vec![tool("run")]);
+    assert_eq!(
+        names(&view_of(&registry, "ops")),
+        ["gh__get_issue", "shell__run"]
+    );
+    // Inherited from ops' layer, so junior's deny applies to it.
+    assert_eq!(names(&view_of(&registry, "junior")), ["gh__get_issue"]);
+    assert!(
+        registry
+            .known_names(&ProfileName::parse("junior").unwrap())
+            .contains(&"shell__run".to_owned())
+    );
+}
+
+#[test]
+fn run_code_is_reserved_in_every_layer() {
+    let mut registry = Registry::new(
+        PrefixPolicy::Never,
+        &[default_profile(), profile("ops", None, None, None)],
+    );
+    registry.replace(&owned("ops", "x"), vec![tool("run_code")]);
+    assert!(view_of(&registry, "ops").get("run_code").is_none());
+    assert!(matches!(registry.clashes()[0], NameClash::Reserved { .. }));
 }

@@ -15,17 +15,17 @@ use rmcp::{
 use tokio::sync::Notify;
 
 use super::ProgressRoutes;
-use crate::config::ServerName;
+use crate::config::ServerId;
 
 pub struct UpstreamClient {
-    server: ServerName,
+    server: ServerId,
     progress: Arc<ProgressRoutes>,
     list_changed: Arc<Notify>,
 }
 
 impl UpstreamClient {
     pub(super) fn new(
-        server: ServerName,
+        server: ServerId,
         progress: Arc<ProgressRoutes>,
         list_changed: Arc<Notify>,
     ) -> Self {

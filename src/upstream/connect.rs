@@ -20,7 +20,7 @@ use rmcp::{
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use super::client::UpstreamClient;
-use crate::config::{ServerConfig, ServerName, Transport};
+use crate::config::{ServerConfig, ServerId, Transport};
 
 /// Lines of a child's stderr kept to explain a failure.
 const STDERR_TAIL_LINES: usize = 20;
@@ -102,7 +102,7 @@ pub async fn connect(config: &ServerConfig, handler: UpstreamClient) -> Result<C
             let stderr = child
                 .stderr()
                 .take()
-                .map(|stderr| StderrTail::spawn(config.name.clone(), stderr));
+                .map(|stderr| StderrTail::spawn(config.id.clone(), stderr));
             let served = handler.serve((stdout, stdin)).await;
             let mut process = Process {
                 child: Some(child),
@@ -196,7 +196,7 @@ struct StderrTail {
 }
 
 impl StderrTail {
-    fn spawn(server: ServerName, stderr: tokio::process::ChildStderr) -> Self {
+    fn spawn(server: ServerId, stderr: tokio::process::ChildStderr) -> Self {
         let lines = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL_LINES)));
         let kept = lines.clone();
         // Owned by the connection; ends at the child's EOF, which its kill guarantees.

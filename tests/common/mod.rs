@@ -198,14 +198,23 @@ impl HttpGateway {
 
 /// A client connected to the MCP endpoint at `url`.
 pub async fn http_client(url: &str) -> (Client, Recorder) {
-    let recorder = Recorder::default();
-    let transport = StreamableHttpClientTransport::from_uri(url);
-    let client = recorder
-        .clone()
-        .serve(transport)
+    try_http_client(url, None)
         .await
-        .expect("MCP handshake with toolgate over HTTP");
-    (client, recorder)
+        .expect("MCP handshake with toolgate over HTTP")
+}
+
+/// A client connected to `url`, sending `Authorization: Bearer <token>` when given.
+pub async fn try_http_client(
+    url: &str,
+    token: Option<&str>,
+) -> Result<(Client, Recorder), rmcp::service::ClientInitializeError> {
+    let recorder = Recorder::default();
+    let mut config =
+        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url);
+    config.auth_header = token.map(str::to_owned);
+    let transport = StreamableHttpClientTransport::from_config(config);
+    let client = recorder.clone().serve(transport).await?;
+    Ok((client, recorder))
 }
 
 /// Calls `name` with `args` (a JSON object literal).
