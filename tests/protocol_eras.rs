@@ -1,0 +1,210 @@
+//! Clients of the 2026-07-28 lifecycle (`server/discover`, per-request metadata, no
+//! `initialize`) use toolgate, whose upstreams are 2025-era servers, over stdio and HTTP:
+//! they list and call tools, get tool results with `resultType`, and hear about tool list
+//! changes on a `subscriptions/listen` stream.
+
+mod common;
+
+use std::{process::Stdio, time::Duration};
+
+use common::*;
+use rmcp::{
+    ClientLifecycleMode, ClientServiceExt,
+    model::{ProtocolVersion, ResultType, ServerNotification, SubscriptionFilter},
+    transport::{StreamableHttpClientTransport, TokioChildProcess},
+};
+use serde_json::json;
+
+const LIMIT: Duration = Duration::from_secs(5);
+
+fn modern() -> ClientLifecycleMode {
+    ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    }
+}
+
+fn echo_only() -> Workdir {
+    Workdir::new(&server_toml("echo", "echo_server", &[]))
+}
+
+/// `toolgate serve` over stdio, and a client that connects with the 2026-07-28 lifecycle.
+async fn modern_stdio_client(work: &Workdir) -> Client {
+    let mut command = tokio::process::Command::new(toolgate());
+    command
+        .arg("--config")
+        .arg(work.config())
+        .arg("serve")
+        .env("RUST_LOG", "toolgate=debug");
+    let (transport, _stderr) = TokioChildProcess::builder(command)
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn toolgate");
+    let client = tokio::time::timeout(
+        Duration::from_secs(60),
+        Recorder::default().serve_with_lifecycle(transport, modern()),
+    )
+    .await
+    .expect("discover within 60s")
+    .expect("2026-07-28 discover with toolgate over stdio");
+    assert_modern(&client);
+    client
+}
+
+/// A client of `gateway` that connects with the 2026-07-28 lifecycle.
+async fn modern_http_client(gateway: &HttpGateway) -> Client {
+    let transport = StreamableHttpClientTransport::from_uri(gateway.url.as_str());
+    let client = tokio::time::timeout(
+        LIMIT,
+        Recorder::default().serve_with_lifecycle(transport, modern()),
+    )
+    .await
+    .expect("discover in time")
+    .expect("2026-07-28 discover with toolgate over HTTP");
+    assert_modern(&client);
+    client
+}
+
+fn assert_modern(client: &Client) {
+    let info = client
+        .peer_info()
+        .expect("discover stored the server's info");
+    assert_eq!(info.protocol_version, ProtocolVersion::V_2026_07_28);
+    assert_eq!(
+        info.server_info.as_ref().map(|i| i.name.as_str()),
+        Some("toolgate")
+    );
+}
+
+/// Lists and calls through toolgate; the 2025-era upstream's results reach the 2026 client
+/// with `resultType: "complete"` and otherwise unchanged.
+async fn lists_and_calls(client: &Client) {
+    let names = tokio::time::timeout(LIMIT, tool_names(client))
+        .await
+        .expect("tools/list in time");
+    assert_eq!(
+        names,
+        [
+            "echo__echo",
+            "echo__add",
+            "echo__sleep",
+            "echo__fail",
+            "echo__add_tool",
+            "echo__remove_tool"
+        ]
+    );
+
+    let echoed = tokio::time::timeout(LIMIT, call(client, "echo__echo", json!({"text": "hi"})))
+        .await
+        .expect("echo in time")
+        .expect("echo accepted by a 2026-07-28 client");
+    assert_eq!(text(&echoed), "hi");
+    assert_eq!(echoed.result_type, Some(ResultType::COMPLETE));
+
+    let sum = tokio::time::timeout(LIMIT, call(client, "echo__add", json!({"a": 2, "b": 3})))
+        .await
+        .expect("add in time")
+        .expect("add accepted by a 2026-07-28 client");
+    assert_eq!(sum.structured_content, Some(json!({"sum": 5})));
+    assert_eq!(sum.result_type, Some(ResultType::COMPLETE));
+
+    let failed = tokio::time::timeout(LIMIT, call(client, "echo__fail", json!({"message": "no"})))
+        .await
+        .expect("fail in time")
+        .expect("an isError result is still a result");
+    assert_eq!(failed.is_error, Some(true));
+    assert_eq!(text(&failed), "no");
+    assert_eq!(failed.result_type, Some(ResultType::COMPLETE));
+}
+
+#[tokio::test]
+async fn modern_stdio_client_lists_and_calls() {
+    let work = echo_only();
+    let client = modern_stdio_client(&work).await;
+    lists_and_calls(&client).await;
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn modern_http_client_lists_and_calls() {
+    let work = echo_only();
+    let gateway = HttpGateway::start(&work).await;
+    let client = modern_http_client(&gateway).await;
+    lists_and_calls(&client).await;
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn legacy_client_gets_results_without_result_type() {
+    // toolgate fills in `resultType` for modern clients; a 2025-era client must not see it.
+    let work = echo_only();
+    let (client, _) = stdio_client(&work).await;
+    let echoed = call(&client, "echo__echo", json!({"text": "hi"}))
+        .await
+        .unwrap();
+    assert_eq!(text(&echoed), "hi");
+    assert_eq!(echoed.result_type, None);
+    client.cancel().await.unwrap();
+}
+
+/// Opens a `subscriptions/listen` stream for tool list changes, adds a tool upstream, and
+/// expects the change on the stream (and the new tool in `tools/list`).
+async fn hears_list_changed_on_listen(client: &Client) {
+    let mut subscription = tokio::time::timeout(
+        LIMIT,
+        client.listen(SubscriptionFilter::builder().tools_list_changed().build()),
+    )
+    .await
+    .expect("listen acknowledged in time")
+    .expect("subscriptions/listen accepted");
+    assert_eq!(
+        subscription.acknowledged().tools_list_changed,
+        Some(true),
+        "{:?}",
+        subscription.acknowledged()
+    );
+
+    let added = tokio::time::timeout(
+        LIMIT,
+        call(client, "echo__add_tool", json!({"name": "fresh"})),
+    )
+    .await
+    .expect("add_tool in time")
+    .expect("add_tool succeeds");
+    assert_eq!(text(&added), "added fresh");
+
+    let notification = tokio::time::timeout(LIMIT, subscription.next())
+        .await
+        .expect("a notification on the listen stream in time")
+        .expect("the listen stream is healthy")
+        .expect("the listen stream is still open");
+    assert!(
+        matches!(
+            notification,
+            ServerNotification::ToolListChangedNotification(_)
+        ),
+        "{notification:?}"
+    );
+    assert!(tool_names(client).await.contains(&"echo__fresh".into()));
+    let fresh = call(client, "echo__fresh", json!({"text": "new"}))
+        .await
+        .expect("the new tool is callable");
+    assert_eq!(text(&fresh), "new");
+    subscription.cancel().await.expect("end the subscription");
+}
+
+#[tokio::test]
+async fn modern_stdio_client_hears_list_changed_on_listen() {
+    let work = echo_only();
+    let client = modern_stdio_client(&work).await;
+    hears_list_changed_on_listen(&client).await;
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn modern_http_client_hears_list_changed_on_listen() {
+    let work = echo_only();
+    let gateway = HttpGateway::start(&work).await;
+    let client = modern_http_client(&gateway).await;
+    hears_list_changed_on_listen(&client).await;
+    client.cancel().await.unwrap();
+}
