@@ -214,6 +214,9 @@ impl Upstream {
                 return Err(UpstreamError::Cancelled);
             }
         };
+        if ctx.progress.is_some() {
+            self.progress.settle().await;
+        }
         match response {
             Ok(Ok(ServerResult::CallToolResult(mut result))) => {
                 // An older upstream leaves it out; a 2026-07-28 client requires it. rmcp strips

@@ -1,7 +1,10 @@
 //! Progress routing: upstream progress tokens → (calling client, the client's own token).
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{
+    Arc,
+    atomic::{AtomicUsize, Ordering},
+};
 
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use tokio::sync::{Mutex, MutexGuard};
@@ -15,7 +18,13 @@ use super::ProgressSink;
 #[derive(Default)]
 pub struct ProgressRoutes {
     routes: Mutex<HashMap<ProgressToken, ProgressSink>>,
+    /// Relays started but not finished. rmcp runs each notification handler as its own task,
+    /// so an upstream's last progress can still be on its way when the result arrives.
+    in_flight: AtomicUsize,
 }
+
+/// How many times a finished call yields, at most, for progress relays still running.
+const SETTLE_YIELDS: usize = 64;
 
 impl ProgressRoutes {
     pub(super) async fn lock(&self) -> MutexGuard<'_, HashMap<ProgressToken, ProgressSink>> {
@@ -23,13 +32,14 @@ impl ProgressRoutes {
     }
 
     /// Relays one upstream progress notification to the client that made the call.
-    pub(super) async fn forward(&self, mut params: ProgressNotificationParam) {
-        let sink = self
-            .routes
-            .lock()
-            .await
-            .get(&params.progress_token)
-            .cloned();
+    pub(super) async fn forward(&self, params: ProgressNotificationParam) {
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        self.relay(params).await;
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    async fn relay(&self, mut params: ProgressNotificationParam) {
+        let sink = self.routes.lock().await.get(&params.progress_token).cloned();
         let Some(sink) = sink else {
             tracing::debug!(token = ?params.progress_token, "progress for no call in flight");
             return;
@@ -37,6 +47,19 @@ impl ProgressRoutes {
         params.progress_token = sink.token;
         if let Err(error) = sink.peer.notify_progress(params).await {
             tracing::debug!(%error, "could not relay progress to the client");
+        }
+    }
+
+    /// Lets progress that arrived before a call's result reach the client before the result
+    /// does: yields to the relay tasks already scheduled, boundedly, so a stuck client cannot
+    /// hold the call.
+    pub(super) async fn settle(&self) {
+        tokio::task::yield_now().await;
+        for _ in 0..SETTLE_YIELDS {
+            if self.in_flight.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            tokio::task::yield_now().await;
         }
     }
 }
