@@ -68,6 +68,8 @@ pub struct RawConfig {
     pub servers: BTreeMap<String, RawServer>,
     #[serde(default)]
     pub profiles: BTreeMap<String, RawProfile>,
+    #[serde(default)]
+    pub hooks: Vec<RawHook>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -78,6 +80,67 @@ pub struct RawGateway {
     /// Refuse callers that select no profile, instead of giving them `default`.
     #[serde(default)]
     pub require_profile: bool,
+    /// Default time limit of one call, in milliseconds.
+    pub call_timeout_ms: Option<u64>,
+    /// Largest result (serialized JSON) passed back to a client, in bytes.
+    pub max_result_bytes: Option<usize>,
+    /// Write call arguments into the audit log (they may hold secrets, so off by default).
+    #[serde(default)]
+    pub audit_arguments: bool,
+}
+
+/// How one call of a tool may be retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Retry {
+    /// Attempts in all, the first included.
+    pub attempts: u32,
+    #[serde(default)]
+    pub backoff_ms: u64,
+}
+
+/// `[servers.NAME.tools.TOOL]`: limits for one upstream tool (by its upstream name).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolPolicy {
+    pub timeout_ms: Option<u64>,
+    /// Makes this tool retryable.
+    pub retry: Option<Retry>,
+}
+
+/// When a hook runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HookStage {
+    Pre,
+    Post,
+}
+
+/// What a failing hook (error, timeout, garbage) means.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnError {
+    /// Fail closed: the call is denied (pre) or blocked (post).
+    #[default]
+    Deny,
+    /// Fail open: the hook is skipped.
+    Allow,
+}
+
+/// One `[[hooks]]` entry as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawHook {
+    pub stage: HookStage,
+    /// Globs over exposed names; all tools when absent.
+    pub tools: Option<Vec<String>>,
+    /// Profiles it applies to; all when absent.
+    pub profiles: Option<Vec<String>>,
+    pub http: Option<String>,
+    pub command: Option<Vec<String>>,
+    pub timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub on_error: OnError,
 }
 
 /// One `[profiles.NAME]` table as written: an agent's view of the tools.
@@ -111,6 +174,13 @@ pub struct RawServer {
     pub url: Option<String>,
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+    /// Time limit of one call to this server, in milliseconds.
+    pub timeout_ms: Option<u64>,
+    /// Retry for this server's tools annotated `idempotentHint`.
+    pub retry: Option<Retry>,
+    /// Per-tool limits, by upstream tool name.
+    #[serde(default)]
+    pub tools: BTreeMap<String, ToolPolicy>,
 }
 
 /// A validated server name: `[a-z0-9-]+`, so that `{server}__{tool}` is always a legal tool name.
@@ -247,6 +317,32 @@ pub enum Transport {
 pub struct ServerConfig {
     pub id: ServerId,
     pub transport: Transport,
+    pub timeout_ms: Option<u64>,
+    pub retry: Option<Retry>,
+    pub tools: BTreeMap<String, ToolPolicy>,
+}
+
+/// How an external hook is reached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HookTransport {
+    /// POST the request as JSON, read the decision from the body.
+    Http { url: String },
+    /// One long-lived process: requests on stdin, decisions on stdout, one JSON per line.
+    Command { program: String, args: Vec<String> },
+}
+
+/// A validated `[[hooks]]` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookConfig {
+    /// `hooks[i]`, for messages.
+    pub key: String,
+    pub stage: HookStage,
+    pub tools: Vec<String>,
+    /// Empty: every profile.
+    pub profiles: Vec<ProfileName>,
+    pub transport: HookTransport,
+    pub timeout_ms: u64,
+    pub on_error: OnError,
 }
 
 /// The validated configuration the gateway runs on.
@@ -260,7 +356,18 @@ pub struct Config {
     /// Sorted by name; always contains `default` (declared or implied, unrestricted).
     pub profiles: Vec<Profile>,
     pub require_profile: bool,
+    pub call_timeout_ms: u64,
+    pub max_result_bytes: usize,
+    pub audit_arguments: bool,
+    pub hooks: Vec<HookConfig>,
 }
+
+/// Default time limit of a call: one minute.
+pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 60_000;
+/// Default cap on a result's serialized size: 4 MiB.
+pub const DEFAULT_MAX_RESULT_BYTES: usize = 4 * 1024 * 1024;
+/// Default time limit of one hook call.
+pub const DEFAULT_HOOK_TIMEOUT_MS: u64 = 5_000;
 
 /// Reads `path` (which must exist) and the `TOOLGATE_*` environment, then validates.
 pub fn load(path: &Path) -> Result<Config, ConfigError> {

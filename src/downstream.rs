@@ -27,7 +27,7 @@ use crate::{
     gateway::Gateway,
     pipeline::Call,
     registry::{View, Views},
-    upstream::{CallContext, ProgressSink},
+    upstream::ProgressSink,
 };
 
 /// The handler for every downstream session; cheap to clone (HTTP makes one per session).
@@ -86,12 +86,12 @@ impl ServerHandler for GatewayService {
             token,
         });
         let call = Call {
+            profile: self.profile.clone(),
             name: request.name.into_owned(),
             arguments: request.arguments,
-            context: CallContext {
-                cancel: context.ct.clone(),
-                progress,
-            },
+            cancel: context.ct.clone(),
+            progress,
+            client: Some(context.peer.clone()),
         };
         let view = self.view();
         match self.gateway.pipeline.execute(&view, call).await {

@@ -32,7 +32,7 @@ pub fn into_mcp(error: CallError) -> Result<CallToolResult, ErrorData> {
                 Some(json!({ "code": code })),
             ))
         }
-        CallError::Upstream(_) => Ok(error_result(code, error.to_string())),
+        _ => Ok(error_result(code, error.to_string())),
     }
 }
 

@@ -11,9 +11,16 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::{
-    config::Config,
     config::ProfileName,
+    config::{Config, HookStage},
+    hooks::{ExternalGate, ExternalHook, ExternalPost},
     pipeline::Pipeline,
+    pipeline::{
+        Stages,
+        audit::AuditLog,
+        builtin::{Limits, RetryTransient, SizeCap, Timeout},
+        validate::Validators,
+    },
     registry::{NameClash, Registry, UnmatchedEntry, View, Views},
     upstream::{UpstreamEvent, Upstreams},
 };
@@ -26,6 +33,8 @@ pub enum StartError {
         file: String,
         clashes: Vec<NameClash>,
     },
+    #[error("cannot open the audit log {path}: {error}")]
+    AuditLog { path: String, error: std::io::Error },
     /// An allow/deny entry that matches no tool of any configured server: a typo, loudly.
     #[error("{file}: {}", describe_unmatched(.entries, .known))]
     UnmatchedRestriction {
@@ -56,6 +65,15 @@ fn describe(clashes: &[NameClash]) -> String {
         .join("; ")
 }
 
+/// How to start a gateway, beyond its configuration.
+#[derive(Default)]
+pub struct StartOptions {
+    /// `--audit-log FILE`: one JSON line per call.
+    pub audit_log: Option<std::path::PathBuf>,
+    /// Gates, wrappers and post hooks written in Rust; they run before the configured ones.
+    pub stages: Stages,
+}
+
 pub struct Gateway {
     pub config: Config,
     pub upstreams: Arc<Upstreams>,
@@ -68,14 +86,32 @@ pub struct Gateway {
 impl Gateway {
     /// Starts every upstream, builds the first view, and starts following changes.
     pub async fn start(config: Config) -> Result<Arc<Self>, StartError> {
+        Self::start_with(config, StartOptions::default()).await
+    }
+
+    pub async fn start_with(
+        config: Config,
+        options: StartOptions,
+    ) -> Result<Arc<Self>, StartError> {
+        let audit =
+            match &options.audit_log {
+                Some(path) => Some(AuditLog::open(path, config.audit_arguments).map_err(
+                    |error| StartError::AuditLog {
+                        path: path.display().to_string(),
+                        error,
+                    },
+                )?),
+                None => None,
+            };
         let shutdown = CancellationToken::new();
         let (events_tx, mut events) = mpsc::unbounded_channel();
         let upstreams =
             Arc::new(Upstreams::start(&config.servers, events_tx, shutdown.child_token()).await);
 
+        let validators = Arc::new(Validators::default());
         let mut registry = Registry::new(config.prefix, &config.profiles);
         while let Ok(event) = events.try_recv() {
-            apply(&mut registry, event);
+            apply(&mut registry, &validators, event);
         }
         if let Err(error) = check_at_start(&registry, &config, &upstreams) {
             shutdown.cancel();
@@ -84,9 +120,16 @@ impl Gateway {
         }
         let (views_tx, views) = watch::channel(registry.views());
         let tasks = TaskTracker::new();
-        tasks.spawn(own_registry(registry, events, views_tx, shutdown.clone()));
+        tasks.spawn(own_registry(
+            registry,
+            validators.clone(),
+            events,
+            views_tx,
+            shutdown.clone(),
+        ));
+        let stages = stages(&config, options.stages, audit);
         Ok(Arc::new(Self {
-            pipeline: Pipeline::new(upstreams.clone()),
+            pipeline: Pipeline::new(upstreams.clone(), validators, stages),
             config,
             upstreams,
             views,
@@ -124,9 +167,37 @@ impl Gateway {
     }
 }
 
-fn apply(registry: &mut Registry, event: UpstreamEvent) {
+/// The configured stages after the given ones: retry → timeout around dispatch; the size cap
+/// then the configured post hooks after it.
+fn stages(config: &Config, mut stages: Stages, audit: Option<AuditLog>) -> Stages {
+    let limits = Arc::new(Limits::from_config(config));
+    let http = reqwest::Client::new();
+    for hook in &config.hooks {
+        let hook = Arc::new(ExternalHook::new(hook.clone(), &http));
+        match hook.stage() {
+            HookStage::Pre => stages.gates.push(Arc::new(ExternalGate(hook))),
+            HookStage::Post => stages.posts.push(Arc::new(ExternalPost(hook))),
+        }
+    }
+    stages
+        .wrappers
+        .push(Arc::new(RetryTransient(limits.clone())));
+    stages.wrappers.push(Arc::new(Timeout(limits)));
+    stages
+        .posts
+        .insert(0, Arc::new(SizeCap(config.max_result_bytes)));
+    stages.audit = audit;
+    stages
+}
+
+fn apply(registry: &mut Registry, validators: &Validators, event: UpstreamEvent) {
     match event {
-        UpstreamEvent::Tools { server, tools } => registry.replace(&server, tools),
+        UpstreamEvent::Tools { server, tools } => {
+            for warning in validators.prepare(&server, &tools) {
+                tracing::warn!("{warning}");
+            }
+            registry.replace(&server, tools)
+        }
         // Its tools stay listed so that a call names the server that is down rather than
         // calling the tool unknown.
         UpstreamEvent::Down { .. } => {}
@@ -136,6 +207,7 @@ fn apply(registry: &mut Registry, event: UpstreamEvent) {
 /// The registry's single writer: applies upstream events and publishes each new view.
 async fn own_registry(
     mut registry: Registry,
+    validators: Arc<Validators>,
     mut events: mpsc::UnboundedReceiver<UpstreamEvent>,
     views: watch::Sender<Arc<Views>>,
     shutdown: CancellationToken,
@@ -150,7 +222,7 @@ async fn own_registry(
                 None => break,
             },
         };
-        apply(&mut registry, event);
+        apply(&mut registry, &validators, event);
         for clash in registry.clashes() {
             tracing::error!("{clash}");
         }

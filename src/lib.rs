@@ -27,6 +27,7 @@ pub mod config;
 pub mod downstream;
 pub mod error;
 pub mod gateway;
+pub mod hooks;
 pub mod pipeline;
 pub mod registry;
 pub mod upstream;

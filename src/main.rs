@@ -8,13 +8,15 @@ use toolgate::{
     config::{self, ProfileName},
     downstream, error,
     gateway::Gateway,
+    gateway::{StartError, StartOptions},
     pipeline::Call,
-    upstream::{CallContext, ServerState},
+    upstream::ServerState,
 };
 
-/// Exit code for a bad configuration (sysexits EX_USAGE... EX_DATAERR is 65; 64 is what users
-/// of this tool script against).
+/// Exit code for a bad configuration or command line (sysexits EX_USAGE).
 const EXIT_CONFIG: u8 = 64;
+/// Exit code when an output file (the audit log) cannot be created (sysexits EX_CANTCREAT).
+const EXIT_CANT_CREATE: u8 = 73;
 
 #[derive(Parser)]
 #[command(
@@ -40,6 +42,9 @@ enum Command {
         /// Serve streamable HTTP at http://ADDR/mcp instead of stdio.
         #[arg(long, value_name = "ADDR")]
         http: Option<SocketAddr>,
+        /// Append one JSON line per call to FILE.
+        #[arg(long, value_name = "FILE")]
+        audit_log: Option<PathBuf>,
     },
     /// Start every server, print each one's state and tool count; non-zero exit on any problem.
     Check,
@@ -76,7 +81,7 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    let serving_http = matches!(cli.command, Command::Serve { http: Some(_) });
+    let serving_http = matches!(cli.command, Command::Serve { http: Some(_), .. });
     let profile = match select_profile(&config, cli.profile.as_deref(), serving_http) {
         Ok(profile) => profile,
         Err(message) => {
@@ -128,15 +133,25 @@ fn select_profile(
 }
 
 async fn run(command: Command, config: config::Config, profile: ProfileName) -> ExitCode {
-    let gateway = match Gateway::start(config).await {
+    let options = StartOptions {
+        audit_log: match &command {
+            Command::Serve { audit_log, .. } => audit_log.clone(),
+            _ => None,
+        },
+        ..StartOptions::default()
+    };
+    let gateway = match Gateway::start_with(config, options).await {
         Ok(gateway) => gateway,
         Err(error) => {
             eprintln!("toolgate: {error}");
-            return ExitCode::from(EXIT_CONFIG);
+            return match error {
+                StartError::AuditLog { .. } => ExitCode::from(EXIT_CANT_CREATE),
+                _ => ExitCode::from(EXIT_CONFIG),
+            };
         }
     };
     let code = match command {
-        Command::Serve { http } => serve(gateway.clone(), http, profile).await,
+        Command::Serve { http, .. } => serve(gateway.clone(), http, profile).await,
         Command::Check => check(&gateway),
         Command::Tools => tools(&gateway, &profile),
         Command::Call { tool, arguments } => call(&gateway, &profile, tool, &arguments).await,
@@ -226,12 +241,12 @@ async fn call(gateway: &Gateway, profile: &ProfileName, tool: String, arguments:
         }
     };
     let call = Call {
+        profile: profile.clone(),
         name: tool,
         arguments,
-        context: CallContext {
-            cancel: CancellationToken::new(),
-            progress: None,
-        },
+        cancel: CancellationToken::new(),
+        progress: None,
+        client: None,
     };
     let view = gateway.view(profile).unwrap_or_default();
     let outcome = gateway.pipeline.execute(&view, call).await;

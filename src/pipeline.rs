@@ -1,23 +1,170 @@
 //! The call pipeline: the one entry point every `tools/call` goes through.
 //!
-//! Today: resolve the name in the caller's view, then dispatch to the owning upstream. The
-//! hook pipeline (argument validation, pre gates, around wrappers, post hooks) slots in
-//! between those two steps without changing callers.
+//! 1. **Resolve** the name in the caller's view (hidden = unknown).
+//! 2. **Validate** the arguments against the tool's `inputSchema` (cached validators); every
+//!    violation is listed and the upstream is not called.
+//! 3. **Pre gates**, in order; the first non-allow decision wins. `ask` becomes an
+//!    elicitation to the calling client when it can answer one.
+//! 4. **Around wrappers**, outermost first, each given `next`: retry → timeout → dispatch to
+//!    the upstream at the base. (Retry is outside timeout so each attempt gets its own limit.)
+//! 5. **Post hooks**, in order: built-in `outputSchema` check and size cap, then configured
+//!    hooks; `accept` may replace content, `block` turns the result into an error.
+//!
+//! Every outcome is recorded once: one tracing event, one audit line, the metrics.
+//! Built-ins and user code use the same traits ([`PreGate`], [`Around`], [`PostHook`]).
 
-use std::sync::Arc;
+pub mod audit;
+pub mod builtin;
+pub mod metrics;
+pub mod validate;
 
-use rmcp::model::{CallToolResult, JsonObject};
+use std::{
+    future::Future,
+    pin::Pin,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Instant,
+};
+
+use rmcp::{
+    RoleServer,
+    model::{CallToolResult, ContentBlock, JsonObject},
+    service::Peer,
+};
+use tokio_util::sync::CancellationToken;
 
 use crate::{
-    registry::View,
-    upstream::{CallContext, UpstreamError, Upstreams},
+    config::ProfileName,
+    registry::{ToolEntry, View},
+    upstream::{CallContext, ProgressSink, UpstreamError, Upstreams},
 };
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// One call as the downstream received it.
 pub struct Call {
+    pub profile: ProfileName,
     pub name: String,
     pub arguments: Option<JsonObject>,
-    pub context: CallContext,
+    /// Fired by the client's `notifications/cancelled`.
+    pub cancel: CancellationToken,
+    pub progress: Option<ProgressSink>,
+    /// The calling client, when there is one: where `ask` is elicited.
+    pub client: Option<Peer<RoleServer>>,
+}
+
+/// A resolved call, as gates, wrappers and post hooks see it.
+pub struct ToolCall {
+    /// Unique in this gateway's lifetime: hooks correlate by it.
+    pub call_id: String,
+    pub profile: ProfileName,
+    pub entry: Arc<ToolEntry>,
+    pub arguments: JsonObject,
+    pub progress: Option<ProgressSink>,
+    pub client: Option<Peer<RoleServer>>,
+}
+
+/// What a pre gate decides.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GateDecision {
+    Allow,
+    /// Refuse, with the reason the model reads; `code` is the stable machine code.
+    Deny {
+        reason: String,
+        code: &'static str,
+    },
+    /// Ask the user (through elicitation); without a channel this is a deny.
+    Ask {
+        reason: String,
+    },
+}
+
+/// What a post hook decides.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PostDecision {
+    /// Keep the result, or replace its content.
+    Accept { content: Option<Vec<ContentBlock>> },
+    /// Turn the result into an error whose content is `feedback`.
+    Block {
+        feedback: String,
+        code: &'static str,
+    },
+}
+
+/// Runs before the upstream is called.
+pub trait PreGate: Send + Sync {
+    fn check<'a>(&'a self, call: &'a ToolCall) -> BoxFuture<'a, GateDecision>;
+}
+
+/// Wraps the rest of the chain: may call `next` once, several times, or not at all.
+pub trait Around: Send + Sync {
+    fn around<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        cancel: CancellationToken,
+        next: Next<'a>,
+    ) -> BoxFuture<'a, Result<CallToolResult, CallError>>;
+}
+
+/// Runs on the upstream's result, in order.
+pub trait PostHook: Send + Sync {
+    fn after<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        result: &'a CallToolResult,
+    ) -> BoxFuture<'a, PostDecision>;
+}
+
+/// The rest of the around chain, ending in the dispatch to the upstream.
+#[derive(Clone, Copy)]
+pub struct Next<'a> {
+    chain: &'a [Arc<dyn Around>],
+    upstreams: &'a Upstreams,
+}
+
+impl<'a> Next<'a> {
+    /// Runs the rest of the chain; `cancel` reaches the upstream as `notifications/cancelled`.
+    pub fn run(
+        self,
+        call: &'a ToolCall,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, Result<CallToolResult, CallError>> {
+        match self.chain.split_first() {
+            Some((wrapper, rest)) => wrapper.around(
+                call,
+                cancel,
+                Next {
+                    chain: rest,
+                    upstreams: self.upstreams,
+                },
+            ),
+            None => Box::pin(dispatch(self.upstreams, call, cancel)),
+        }
+    }
+}
+
+/// The base of the chain: forward to the owning upstream.
+async fn dispatch(
+    upstreams: &Upstreams,
+    call: &ToolCall,
+    cancel: CancellationToken,
+) -> Result<CallToolResult, CallError> {
+    let entry = &call.entry;
+    let upstream = upstreams
+        .get(&entry.server)
+        .ok_or_else(|| UpstreamError::Unavailable {
+            server: entry.server.clone(),
+            reason: "not configured".into(),
+        })?;
+    let context = CallContext {
+        cancel,
+        progress: call.progress.clone(),
+    };
+    Ok(upstream
+        .call(&entry.upstream_name, Some(call.arguments.clone()), context)
+        .await?)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -25,6 +172,23 @@ pub enum CallError {
     /// Not in the caller's view: unknown, or hidden from this caller (indistinguishable).
     #[error("unknown tool \"{0}\"")]
     UnknownTool(String),
+    #[error("invalid arguments: {}", .0.join("; "))]
+    InvalidArgs(Vec<String>),
+    /// A gate said no (or a failing hook failed closed).
+    #[error("Error: {reason}")]
+    Denied { reason: String, code: &'static str },
+    #[error("tool call timed out after {0}ms")]
+    Timeout(u64),
+    /// A post hook blocked the result; the feedback is what the model reads.
+    #[error("{feedback}")]
+    Blocked {
+        feedback: String,
+        code: &'static str,
+    },
+    #[error("invalid tool output: {}", .0.join("; "))]
+    InvalidOutput(Vec<String>),
+    #[error("tool result is {size} bytes, over the {limit}-byte limit")]
+    TooLarge { size: usize, limit: usize },
     #[error(transparent)]
     Upstream(#[from] UpstreamError),
 }
@@ -34,37 +198,184 @@ impl CallError {
     pub fn code(&self) -> &'static str {
         match self {
             CallError::UnknownTool(_) => "UNKNOWN_TOOL",
+            CallError::InvalidArgs(_) => "INVALID_ARGS",
+            CallError::Denied { code, .. } | CallError::Blocked { code, .. } => code,
+            CallError::Timeout(_) => "TOOL_TIMEOUT",
+            CallError::InvalidOutput(_) => "INVALID_TOOL_OUTPUT",
+            CallError::TooLarge { .. } => "RESULT_TOO_LARGE",
             CallError::Upstream(error) => error.code(),
         }
     }
+
+    /// Whether trying again could help: the upstream was unreachable or too slow.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            CallError::Timeout(_) | CallError::Upstream(UpstreamError::Unavailable { .. })
+        )
+    }
 }
 
-/// Runs calls against the upstreams.
+/// Code of a deny by a gate.
+pub const DENIED: &str = "DENIED";
+/// Code of a block by a post hook.
+pub const BLOCKED: &str = "BLOCKED";
+/// Code of a hook that failed (error, timeout, garbage) and failed closed.
+pub const HOOK_FAILED: &str = "HOOK_FAILED";
+
+/// The stages, assembled once at start.
 pub struct Pipeline {
     upstreams: Arc<Upstreams>,
+    validators: Arc<validate::Validators>,
+    gates: Vec<Arc<dyn PreGate>>,
+    wrappers: Vec<Arc<dyn Around>>,
+    posts: Vec<Arc<dyn PostHook>>,
+    pub metrics: Arc<metrics::Metrics>,
+    audit: Option<audit::AuditLog>,
+    next_call: AtomicU64,
+}
+
+/// What goes into a [`Pipeline`] besides the upstreams.
+#[derive(Default)]
+pub struct Stages {
+    pub gates: Vec<Arc<dyn PreGate>>,
+    pub wrappers: Vec<Arc<dyn Around>>,
+    pub posts: Vec<Arc<dyn PostHook>>,
+    pub audit: Option<audit::AuditLog>,
 }
 
 impl Pipeline {
-    pub fn new(upstreams: Arc<Upstreams>) -> Self {
-        Self { upstreams }
+    pub fn new(
+        upstreams: Arc<Upstreams>,
+        validators: Arc<validate::Validators>,
+        stages: Stages,
+    ) -> Self {
+        Self {
+            upstreams,
+            validators,
+            gates: stages.gates,
+            wrappers: stages.wrappers,
+            posts: stages.posts,
+            metrics: Arc::new(metrics::Metrics::default()),
+            audit: stages.audit,
+            next_call: AtomicU64::new(1),
+        }
     }
 
-    /// Resolves `call.name` in `view` and forwards it; `view` is the caller's, so listing and
-    /// dispatch agree.
-    #[tracing::instrument(level = "debug", skip_all, fields(tool = %call.name))]
+    /// Runs one call through every stage. `view` is the caller's, so listing and dispatch
+    /// agree.
+    #[tracing::instrument(level = "debug", skip_all, fields(tool = %call.name, profile = %call.profile))]
     pub async fn execute(&self, view: &View, call: Call) -> Result<CallToolResult, CallError> {
-        let entry = view
-            .get(&call.name)
-            .ok_or_else(|| CallError::UnknownTool(call.name.clone()))?;
-        let upstream =
-            self.upstreams
-                .get(&entry.server)
-                .ok_or_else(|| UpstreamError::Unavailable {
-                    server: entry.server.clone(),
-                    reason: "not configured".into(),
-                })?;
-        Ok(upstream
-            .call(&entry.upstream_name, call.arguments, call.context)
-            .await?)
+        let started = Instant::now();
+        let call_id = format!("c{}", self.next_call.fetch_add(1, Ordering::Relaxed));
+        let profile = call.profile.clone();
+        let name = call.name.clone();
+        let entry = view.get(&call.name).cloned();
+        let outcome = match entry {
+            None => Err(CallError::UnknownTool(call.name.clone())),
+            Some(entry) => {
+                let tool_call = ToolCall {
+                    call_id: call_id.clone(),
+                    profile: call.profile,
+                    entry,
+                    arguments: call.arguments.unwrap_or_default(),
+                    progress: call.progress,
+                    client: call.client,
+                };
+                let outcome = self.run(&tool_call, call.cancel).await;
+                self.record(&tool_call, &outcome, started);
+                return outcome;
+            }
+        };
+        self.metrics.record(
+            &name,
+            outcome.as_ref().err().map(CallError::code),
+            started.elapsed(),
+        );
+        tracing::debug!(target: "toolgate::audit", call_id, %profile, tool = %name, outcome = "UNKNOWN_TOOL", "call");
+        outcome
+    }
+
+    async fn run(
+        &self,
+        call: &ToolCall,
+        cancel: CancellationToken,
+    ) -> Result<CallToolResult, CallError> {
+        let violations = self.validators.check_input(&call.entry, &call.arguments);
+        if !violations.is_empty() {
+            return Err(CallError::InvalidArgs(violations));
+        }
+        for gate in &self.gates {
+            match gate.check(call).await {
+                GateDecision::Allow => {}
+                GateDecision::Deny { reason, code } => {
+                    return Err(CallError::Denied { reason, code });
+                }
+                GateDecision::Ask { reason } => builtin::ask(call, &reason).await?,
+            }
+        }
+        let next = Next {
+            chain: &self.wrappers,
+            upstreams: &self.upstreams,
+        };
+        let mut result = next.run(call, cancel).await?;
+        let violations = self.validators.check_output(&call.entry, &result);
+        if !violations.is_empty() {
+            return Err(CallError::InvalidOutput(violations));
+        }
+        for post in &self.posts {
+            match post.after(call, &result).await {
+                PostDecision::Accept { content: None } => {}
+                PostDecision::Accept {
+                    content: Some(content),
+                } => result.content = content,
+                PostDecision::Block { feedback, code } => {
+                    return Err(CallError::Blocked { feedback, code });
+                }
+            }
+        }
+        Ok(result)
+    }
+
+    /// One event per call: tracing, audit log, metrics.
+    fn record(
+        &self,
+        call: &ToolCall,
+        outcome: &Result<CallToolResult, CallError>,
+        started: Instant,
+    ) {
+        let elapsed = started.elapsed();
+        let code = match outcome {
+            Ok(result) if result.is_error == Some(true) => "TOOL_ERROR",
+            Ok(_) => "OK",
+            Err(error) => error.code(),
+        };
+        let decision = match outcome {
+            Err(CallError::Denied { .. }) => "deny",
+            Err(CallError::Blocked { .. }) => "block",
+            Err(CallError::InvalidArgs(_)) | Err(CallError::UnknownTool(_)) => "reject",
+            _ => "allow",
+        };
+        self.metrics.record(
+            &call.entry.exposed,
+            outcome.as_ref().err().map(CallError::code),
+            elapsed,
+        );
+        // Debug level: emitted for every call, printed only when asked (RUST_LOG), so a busy
+        // gateway does not pay for formatting by default. `--audit-log` is the durable record.
+        tracing::debug!(
+            target: "toolgate::audit",
+            call_id = %call.call_id,
+            profile = %call.profile,
+            tool = %call.entry.exposed,
+            server = %call.entry.server,
+            decision,
+            outcome = code,
+            duration_us = elapsed.as_micros() as u64,
+            "call"
+        );
+        if let Some(audit) = &self.audit {
+            audit.write(call, decision, code, elapsed);
+        }
     }
 }

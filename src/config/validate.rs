@@ -3,8 +3,9 @@
 use std::{collections::BTreeMap, path::PathBuf};
 
 use super::{
-    Config, ConfigError, Profile, ProfileName, RawConfig, RawProfile, RawServer, Secret,
-    ServerConfig, ServerId, ServerName, Transport,
+    Config, ConfigError, DEFAULT_CALL_TIMEOUT_MS, DEFAULT_HOOK_TIMEOUT_MS,
+    DEFAULT_MAX_RESULT_BYTES, HookConfig, HookTransport, Profile, ProfileName, RawConfig, RawHook,
+    RawProfile, RawServer, Retry, Secret, ServerConfig, ServerId, ServerName, Transport,
 };
 
 /// Turns what the user wrote into what the gateway runs on. `lookup` reads variables for
@@ -33,12 +34,30 @@ pub fn validate(
         }
     }
     let profiles = profiles(raw.profiles, &invalid, lookup)?;
+    let hooks = raw
+        .hooks
+        .into_iter()
+        .enumerate()
+        .map(|(i, hook)| hook_config(i, hook, &profiles, &invalid, lookup))
+        .collect::<Result<Vec<_>, _>>()?;
+    let gateway = raw.gateway;
+    let call_timeout_ms = gateway.call_timeout_ms.unwrap_or(DEFAULT_CALL_TIMEOUT_MS);
+    if call_timeout_ms == 0 {
+        return Err(invalid(
+            "gateway.call_timeout_ms".into(),
+            "expected a positive number of milliseconds".into(),
+        ));
+    }
     Ok(Config {
+        call_timeout_ms,
+        max_result_bytes: gateway.max_result_bytes.unwrap_or(DEFAULT_MAX_RESULT_BYTES),
+        audit_arguments: gateway.audit_arguments,
+        hooks,
         source: file.to_owned(),
-        prefix: raw.gateway.prefix,
+        prefix: gateway.prefix,
         servers,
         profiles,
-        require_profile: raw.gateway.require_profile,
+        require_profile: gateway.require_profile,
     })
 }
 
@@ -170,9 +189,126 @@ fn server_config(
         None => format!("servers.{name}"),
     };
     let name = ServerName::parse(name).map_err(|message| invalid(key.clone(), message))?;
+    if server.timeout_ms == Some(0) {
+        return Err(invalid(
+            format!("{key}.timeout_ms"),
+            "expected a positive number of milliseconds".into(),
+        ));
+    }
+    check_retry(server.retry, &format!("{key}.retry"), invalid)?;
+    for (tool, policy) in &server.tools {
+        if policy.timeout_ms == Some(0) {
+            return Err(invalid(
+                format!("{key}.tools.{tool}.timeout_ms"),
+                "expected a positive number of milliseconds".into(),
+            ));
+        }
+        check_retry(policy.retry, &format!("{key}.tools.{tool}.retry"), invalid)?;
+    }
     Ok(ServerConfig {
         id: ServerId { owner, name },
+        timeout_ms: server.timeout_ms,
+        retry: server.retry,
+        tools: server.tools.clone(),
         transport: transport(server, &key, invalid, lookup)?,
+    })
+}
+
+fn check_retry(
+    retry: Option<Retry>,
+    key: &str,
+    invalid: &dyn Fn(String, String) -> ConfigError,
+) -> Result<(), ConfigError> {
+    match retry {
+        Some(retry) if !(1..=10).contains(&retry.attempts) => Err(invalid(
+            format!("{key}.attempts"),
+            format!("expected 1 to 10 attempts, found {}", retry.attempts),
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn hook_config(
+    index: usize,
+    hook: RawHook,
+    profiles: &[Profile],
+    invalid: &dyn Fn(String, String) -> ConfigError,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<HookConfig, ConfigError> {
+    let key = format!("hooks[{index}]");
+    let transport = match (hook.http, hook.command) {
+        (Some(url), None) => {
+            let url = expand_vars(&url, lookup).map_err(|m| invalid(format!("{key}.http"), m))?;
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(invalid(
+                    format!("{key}.http"),
+                    format!("expected an http:// or https:// URL, found {url:?}"),
+                ));
+            }
+            HookTransport::Http { url }
+        }
+        (None, Some(command)) => {
+            let mut parts = command
+                .iter()
+                .enumerate()
+                .map(|(i, part)| {
+                    expand_vars(part, lookup).map_err(|m| invalid(format!("{key}.command[{i}]"), m))
+                })
+                .collect::<Result<Vec<_>, _>>()?
+                .into_iter();
+            let Some(program) = parts.next().filter(|p| !p.trim().is_empty()) else {
+                return Err(invalid(
+                    format!("{key}.command"),
+                    "expected a program and its arguments, found an empty list".into(),
+                ));
+            };
+            HookTransport::Command {
+                program,
+                args: parts.collect(),
+            }
+        }
+        (Some(_), Some(_)) => {
+            return Err(invalid(
+                key,
+                "expected exactly one of `http` or `command`, found both".into(),
+            ));
+        }
+        (None, None) => {
+            return Err(invalid(
+                key,
+                "expected exactly one of `http` or `command`, found neither".into(),
+            ));
+        }
+    };
+    let mut hook_profiles = Vec::new();
+    for (i, name) in hook.profiles.iter().flatten().enumerate() {
+        let Some(profile) = profiles.iter().find(|p| p.name.as_str() == name) else {
+            let known: Vec<&str> = profiles.iter().map(|p| p.name.as_str()).collect();
+            return Err(invalid(
+                format!("{key}.profiles[{i}]"),
+                format!(
+                    "expected a configured profile, found {name:?} (configured: {})",
+                    known.join(", ")
+                ),
+            ));
+        };
+        hook_profiles.push(profile.name.clone());
+    }
+    let timeout_ms = hook.timeout_ms.unwrap_or(DEFAULT_HOOK_TIMEOUT_MS);
+    if timeout_ms == 0 {
+        return Err(invalid(
+            format!("{key}.timeout_ms"),
+            "expected a positive number of milliseconds".into(),
+        ));
+    }
+    Ok(HookConfig {
+        key,
+        stage: hook.stage,
+        tools: hook.tools.unwrap_or_else(|| vec!["*".to_owned()]),
+        profiles: hook_profiles,
+        transport,
+        timeout_ms,
+        on_error: hook.on_error,
     })
 }
 

@@ -231,6 +231,21 @@ pub async fn serve(
                 },
             ),
         )
+        .route(
+            "/metrics",
+            axum::routing::get({
+                let gateway = gateway.clone();
+                move || async move {
+                    (
+                        [(
+                            axum::http::header::CONTENT_TYPE,
+                            "text/plain; version=0.0.4",
+                        )],
+                        gateway.pipeline.metrics.render(),
+                    )
+                }
+            }),
+        )
         .fallback(|uri: axum::http::Uri| async move {
             refuse(
                 StatusCode::NOT_FOUND,

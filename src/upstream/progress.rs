@@ -39,7 +39,12 @@ impl ProgressRoutes {
     }
 
     async fn relay(&self, mut params: ProgressNotificationParam) {
-        let sink = self.routes.lock().await.get(&params.progress_token).cloned();
+        let sink = self
+            .routes
+            .lock()
+            .await
+            .get(&params.progress_token)
+            .cloned();
         let Some(sink) = sink else {
             tracing::debug!(token = ?params.progress_token, "progress for no call in flight");
             return;

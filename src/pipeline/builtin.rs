@@ -1,0 +1,214 @@
+//! Built-in stages: approval through elicitation, per-call timeout, retry, result size cap.
+
+use std::{collections::HashMap, time::Duration};
+
+use rmcp::model::{CallToolResult, ElicitRequestParams, ElicitationAction, ElicitationSchema};
+use tokio_util::sync::CancellationToken;
+
+use super::{Around, BoxFuture, CallError, DENIED, Next, PostDecision, PostHook, ToolCall};
+use crate::config::{Config, Retry, ServerId, ToolPolicy};
+
+/// Limits configured for one server and its tools.
+#[derive(Debug, Clone, Default)]
+pub struct ServerLimits {
+    timeout_ms: Option<u64>,
+    retry: Option<Retry>,
+    tools: HashMap<String, ToolPolicy>,
+}
+
+/// Every server's limits plus the gateway default, resolved per call.
+#[derive(Debug, Clone, Default)]
+pub struct Limits {
+    default_timeout_ms: u64,
+    servers: HashMap<ServerId, ServerLimits>,
+}
+
+impl Limits {
+    pub fn from_config(config: &Config) -> Self {
+        Self {
+            default_timeout_ms: config.call_timeout_ms,
+            servers: config
+                .servers
+                .iter()
+                .map(|s| {
+                    let limits = ServerLimits {
+                        timeout_ms: s.timeout_ms,
+                        retry: s.retry,
+                        tools: s
+                            .tools
+                            .iter()
+                            .map(|(k, v)| (k.clone(), v.clone()))
+                            .collect(),
+                    };
+                    (s.id.clone(), limits)
+                })
+                .collect(),
+        }
+    }
+
+    /// Tool, then server, then gateway default.
+    fn timeout_ms(&self, call: &ToolCall) -> u64 {
+        let server = self.servers.get(&call.entry.server);
+        let tool = server.and_then(|s| s.tools.get(&call.entry.upstream_name));
+        tool.and_then(|t| t.timeout_ms)
+            .or_else(|| server.and_then(|s| s.timeout_ms))
+            .unwrap_or(self.default_timeout_ms)
+    }
+
+    /// A tool's own `retry`, or the server's for tools annotated `idempotentHint`; else none.
+    fn retry(&self, call: &ToolCall) -> Option<Retry> {
+        let server = self.servers.get(&call.entry.server)?;
+        if let Some(retry) = server
+            .tools
+            .get(&call.entry.upstream_name)
+            .and_then(|t| t.retry)
+        {
+            return Some(retry);
+        }
+        let idempotent = call
+            .entry
+            .tool
+            .annotations
+            .as_ref()
+            .and_then(|a| a.idempotent_hint)
+            .unwrap_or(false);
+        server.retry.filter(|_| idempotent)
+    }
+}
+
+/// Ends a call that takes too long: cancels it upstream and answers `TOOL_TIMEOUT`.
+pub struct Timeout(pub std::sync::Arc<Limits>);
+
+impl Around for Timeout {
+    fn around<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        cancel: CancellationToken,
+        next: Next<'a>,
+    ) -> BoxFuture<'a, Result<CallToolResult, CallError>> {
+        Box::pin(async move {
+            let limit = self.0.timeout_ms(call);
+            // A child token: expiry cancels this attempt upstream, not the client's request.
+            let attempt = cancel.child_token();
+            let mut running = next.run(call, attempt.clone());
+            tokio::select! {
+                // The chain answered in time.
+                outcome = &mut running => outcome,
+                // Too slow: cancel upstream, let the chain finish sending the cancel, answer.
+                () = tokio::time::sleep(Duration::from_millis(limit)) => {
+                    attempt.cancel();
+                    let _ = running.await;
+                    Err(CallError::Timeout(limit))
+                }
+            }
+        })
+    }
+}
+
+/// Tries again after a transient failure, for calls configured retryable.
+pub struct RetryTransient(pub std::sync::Arc<Limits>);
+
+impl Around for RetryTransient {
+    fn around<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        cancel: CancellationToken,
+        next: Next<'a>,
+    ) -> BoxFuture<'a, Result<CallToolResult, CallError>> {
+        Box::pin(async move {
+            let Some(retry) = self.0.retry(call) else {
+                return next.run(call, cancel).await;
+            };
+            let mut attempt = 1;
+            loop {
+                let outcome = next.run(call, cancel.clone()).await;
+                match outcome {
+                    Err(error)
+                        if error.is_transient()
+                            && attempt < retry.attempts
+                            && !cancel.is_cancelled() =>
+                    {
+                        tracing::debug!(call_id = %call.call_id, attempt, code = error.code(), "retrying");
+                        attempt += 1;
+                        tokio::select! {
+                            // Wait out the backoff.
+                            () = tokio::time::sleep(Duration::from_millis(retry.backoff_ms)) => {}
+                            // The client gave up meanwhile.
+                            () = cancel.cancelled() => return Err(error),
+                        }
+                    }
+                    outcome => return outcome,
+                }
+            }
+        })
+    }
+}
+
+/// Refuses results larger than the cap: a flood would fill the model's context.
+pub struct SizeCap(pub usize);
+
+impl PostHook for SizeCap {
+    fn after<'a>(
+        &'a self,
+        _call: &'a ToolCall,
+        result: &'a CallToolResult,
+    ) -> BoxFuture<'a, PostDecision> {
+        Box::pin(async move {
+            let size = serde_json::to_vec(result).map_or(0, |bytes| bytes.len());
+            if size > self.0 {
+                PostDecision::Block {
+                    feedback: format!(
+                        "tool result is {size} bytes, over the {}-byte limit",
+                        self.0
+                    ),
+                    code: "RESULT_TOO_LARGE",
+                }
+            } else {
+                PostDecision::Accept { content: None }
+            }
+        })
+    }
+}
+
+/// `ask`: elicits approval from the calling client when it declared elicitation (and speaks
+/// a protocol that allows server requests); otherwise the call is denied.
+pub async fn ask(call: &ToolCall, reason: &str) -> Result<(), CallError> {
+    let name = &call.entry.exposed;
+    let client = call.client.as_ref().filter(|peer| {
+        peer.peer_info()
+            .is_some_and(|info| info.capabilities.elicitation.is_some())
+    });
+    let Some(client) = client else {
+        return Err(CallError::Denied {
+            reason: format!(
+                "tool \"{name}\" requires approval, but no approval channel is available"
+            ),
+            code: DENIED,
+        });
+    };
+    let request = ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: format!("Allow tool \"{name}\"? {reason}"),
+        requested_schema: ElicitationSchema::new(Default::default()),
+    };
+    match client.create_elicitation(request).await {
+        Ok(answer) => match answer.action {
+            ElicitationAction::Accept => Ok(()),
+            ElicitationAction::Decline => Err(CallError::Denied {
+                reason: format!("the user rejected tool \"{name}\""),
+                code: DENIED,
+            }),
+            _ => Err(CallError::Denied {
+                reason: format!("approval for tool \"{name}\" was cancelled"),
+                code: DENIED,
+            }),
+        },
+        Err(error) => {
+            tracing::warn!(%error, tool = %name, "elicitation failed; denying");
+            Err(CallError::Denied {
+                reason: format!("approval for tool \"{name}\" was cancelled"),
+                code: DENIED,
+            })
+        }
+    }
+}

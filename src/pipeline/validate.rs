@@ -1,0 +1,130 @@
+//! Compiled JSON-Schema validators for tool inputs and outputs, compiled once per import.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, RwLock},
+};
+
+use jsonschema::Validator;
+use rmcp::model::{CallToolResult, JsonObject, Tool};
+use serde_json::Value;
+
+use crate::{config::ServerId, registry::ToolEntry};
+
+/// At most this many violations are listed; more would drown the model.
+const MAX_VIOLATIONS: usize = 20;
+
+#[derive(Default)]
+struct Compiled {
+    input: Option<Arc<Validator>>,
+    output: Option<Arc<Validator>>,
+}
+
+/// Validators per (server, upstream tool name).
+#[derive(Default)]
+pub struct Validators {
+    by_tool: RwLock<HashMap<(ServerId, String), Compiled>>,
+}
+
+impl Validators {
+    /// Compiles the schemas of `server`'s freshly imported `tools`, replacing its old ones.
+    /// Returns a warning for each schema that does not compile: that tool goes unvalidated.
+    pub fn prepare(&self, server: &ServerId, tools: &[Tool]) -> Vec<String> {
+        let mut warnings = Vec::new();
+        let mut compile = |tool: &Tool,
+                           which: &str,
+                           schema: &JsonObject|
+         -> Option<Arc<Validator>> {
+            match jsonschema::validator_for(&Value::Object(schema.clone())) {
+                Ok(validator) => Some(Arc::new(validator)),
+                Err(error) => {
+                    warnings.push(format!(
+                        "server {server:?} tool {:?}: {which} does not compile ({error}); calls to it are not validated",
+                        tool.name
+                    ));
+                    None
+                }
+            }
+        };
+        let compiled: Vec<((ServerId, String), Compiled)> = tools
+            .iter()
+            .map(|tool| {
+                let input = compile(tool, "inputSchema", &tool.input_schema);
+                let output = tool
+                    .output_schema
+                    .as_ref()
+                    .and_then(|schema| compile(tool, "outputSchema", schema));
+                (
+                    (server.clone(), tool.name.to_string()),
+                    Compiled { input, output },
+                )
+            })
+            .collect();
+        let mut by_tool = match self.by_tool.write() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        by_tool.retain(|(owner, _), _| owner != server);
+        by_tool.extend(compiled);
+        warnings
+    }
+
+    fn get(&self, entry: &ToolEntry, output: bool) -> Option<Arc<Validator>> {
+        let by_tool = match self.by_tool.read() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        // The key is borrowed as a tuple of owned values; tool lists are small next to a call.
+        let compiled = by_tool.get(&(entry.server.clone(), entry.upstream_name.clone()))?;
+        if output {
+            compiled.output.clone()
+        } else {
+            compiled.input.clone()
+        }
+    }
+
+    /// Every violation of the tool's `inputSchema`, with its path; empty when valid.
+    pub fn check_input(&self, entry: &ToolEntry, arguments: &JsonObject) -> Vec<String> {
+        let Some(validator) = self.get(entry, false) else {
+            return Vec::new();
+        };
+        let instance = Value::Object(arguments.clone());
+        violations(&validator, &instance)
+    }
+
+    /// Every violation of the tool's `outputSchema` by `structuredContent`. A tool with an
+    /// output schema must return structured content unless the result is an error.
+    pub fn check_output(&self, entry: &ToolEntry, result: &CallToolResult) -> Vec<String> {
+        if result.is_error == Some(true) {
+            return Vec::new();
+        }
+        let Some(validator) = self.get(entry, true) else {
+            return Vec::new();
+        };
+        match &result.structured_content {
+            Some(structured) => violations(&validator, structured),
+            None => vec![
+                "the tool declares an outputSchema but returned no structuredContent".to_owned(),
+            ],
+        }
+    }
+}
+
+fn violations(validator: &Validator, instance: &Value) -> Vec<String> {
+    if validator.is_valid(instance) {
+        return Vec::new();
+    }
+    validator
+        .iter_errors(instance)
+        .take(MAX_VIOLATIONS)
+        .map(|error| {
+            let path = error.instance_path().to_string();
+            let at = if path.is_empty() {
+                "/".to_owned()
+            } else {
+                path
+            };
+            format!("{at}: {error}")
+        })
+        .collect()
+}
