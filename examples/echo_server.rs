@@ -8,7 +8,8 @@
 //! `ECHO_EXTRA_TOOLS=N` adds echo-like tools `tool_0000`…; `ECHO_PAGE_SIZE=N` paginates
 //! `tools/list`; `ECHO_ODD_NAMES=1` adds `dotted.name/with spaces` and an 80-character name;
 //! `ECHO_STDERR_MSG=<text>` is printed to stderr at startup; `ECHO_EXIT_AT_START=<code>` makes
-//! the server exit with that code before serving. stdout carries only MCP messages.
+//! the server exit with that code before serving; `ECHO_BAD_OUTPUT=1` makes `add` return
+//! structured content that violates its own `outputSchema`. stdout carries only MCP messages.
 
 use std::{
     borrow::Cow,
@@ -443,6 +444,9 @@ fn add(args: &JsonObject) -> Result<CallToolResult, String> {
         }
     };
     // `structured` also adds a text block holding the same JSON, serialised.
+    if std::env::var("ECHO_BAD_OUTPUT").is_ok_and(|v| v == "1") {
+        return Ok(CallToolResult::structured(json!({"sum": sum.to_string()})));
+    }
     Ok(CallToolResult::structured(json!({"sum": sum})))
 }
 

@@ -1,0 +1,108 @@
+//! `policy-hook`: an example command hook for toolgate's `[[hooks]]`, speaking JSON lines.
+//!
+//! Configure it as `command = ["path/to/policy_hook"]` (or `["cargo", "run", "-q", "--example",
+//! "policy_hook"]`). It reads one request per line on stdin and answers one line on stdout
+//! that repeats the request's `call_id`. Its policy comes from the environment, each a
+//! comma-separated list of `*` globs over exposed tool names:
+//! `POLICY_DENY` (pre: deny), `POLICY_ASK` (pre: ask), `POLICY_BLOCK` (post: block),
+//! `POLICY_REDACT` (post: accept with the content replaced by `[redacted]`). Everything else
+//! is allowed / accepted. `POLICY_LOG=<path>` appends every request it receives.
+//! For tests, `POLICY_MISBEHAVE` makes it fail on purpose: `garbage` (a line that is not JSON),
+//! `bad-decision` (JSON with an unknown decision), `hang` (never answers), `crash` (exits on
+//! the first request) or `crash-once:<marker file>` (exits unless the marker exists, then
+//! creates it).
+
+use std::io::{BufRead, Write};
+
+use serde_json::{Value, json};
+
+fn globs(var: &str) -> Vec<String> {
+    std::env::var(var)
+        .map(|v| {
+            v.split(',')
+                .filter(|g| !g.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `*` matches any run of characters; everything else matches itself.
+fn glob_match(pattern: &str, name: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == name,
+        Some((head, rest)) => name.strip_prefix(head).is_some_and(|tail| {
+            (0..=tail.len()).any(|k| tail.is_char_boundary(k) && glob_match(rest, &tail[k..]))
+        }),
+    }
+}
+
+fn matches(globs: &[String], tool: &str) -> bool {
+    globs.iter().any(|g| glob_match(g, tool))
+}
+
+fn decide(request: &Value) -> Value {
+    let tool = request["tool"].as_str().unwrap_or_default();
+    let stage = request["stage"].as_str().unwrap_or_default();
+    match stage {
+        "pre" if matches(&globs("POLICY_DENY"), tool) => {
+            json!({"decision": "deny", "reason": format!("{tool} is denied by policy_hook")})
+        }
+        "pre" if matches(&globs("POLICY_ASK"), tool) => {
+            json!({"decision": "ask", "reason": format!("{tool} needs a human")})
+        }
+        "pre" => json!({"decision": "allow"}),
+        "post" if matches(&globs("POLICY_BLOCK"), tool) => {
+            json!({"decision": "block", "feedback": format!("the result of {tool} was blocked by policy_hook")})
+        }
+        "post" if matches(&globs("POLICY_REDACT"), tool) => {
+            json!({"decision": "accept", "content": [{"type": "text", "text": "[redacted]"}]})
+        }
+        _ => json!({"decision": "accept"}),
+    }
+}
+
+fn main() {
+    let misbehave = std::env::var("POLICY_MISBEHAVE").unwrap_or_default();
+    let log = std::env::var_os("POLICY_LOG");
+    let stdin = std::io::stdin();
+    let mut stdout = std::io::stdout();
+    for line in stdin.lock().lines() {
+        let Ok(line) = line else { break };
+        if let Some(path) = &log {
+            if let Ok(mut file) = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+            {
+                let _ = writeln!(file, "{line}");
+            }
+        }
+        let Ok(request) = serde_json::from_str::<Value>(&line) else {
+            eprintln!("policy_hook: ignoring a line that is not JSON");
+            continue;
+        };
+        let mut answer = match misbehave.as_str() {
+            "garbage" => {
+                let _ = writeln!(stdout, "this is not json");
+                let _ = stdout.flush();
+                continue;
+            }
+            "hang" => continue,
+            "crash" => std::process::exit(3),
+            "bad-decision" => json!({"decision": "maybe"}),
+            other => {
+                if let Some(marker) = other.strip_prefix("crash-once:") {
+                    if std::fs::metadata(marker).is_err() {
+                        let _ = std::fs::write(marker, "crashed");
+                        std::process::exit(3);
+                    }
+                }
+                decide(&request)
+            }
+        };
+        answer["call_id"] = request["call_id"].clone();
+        let _ = writeln!(stdout, "{answer}");
+        let _ = stdout.flush();
+    }
+}

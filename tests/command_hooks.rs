@@ -1,0 +1,218 @@
+//! Command hooks (examples/policy_hook): deny, post block/redact, and every way a hook can fail.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use serde_json::json;
+
+fn code(result: &rmcp::model::CallToolResult) -> String {
+    result
+        .meta
+        .as_ref()
+        .and_then(|m| m.get("toolgate/error"))
+        .and_then(|e| e.get("code"))
+        .and_then(|c| c.as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// echo_server (calls logged to `calls.log`) plus policy_hook hooks: `stages` is a list of
+/// (stage, extra TOML keys), and the hook process gets `env`.
+fn config(work: &Workdir, stages: &[(&str, &str)], env: &[(&str, &str)]) {
+    let log = work.path("calls.log").display().to_string();
+    let mut toml = server_toml("echo", "echo_server", &[("ECHO_CALL_LOG", &log)]);
+    // The hook's environment goes through `env` on a wrapper: hooks take a plain command.
+    let env: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    for (stage, extra) in stages {
+        let mut command = vec!["env".to_owned()];
+        command.extend(env.iter().cloned());
+        command.push(example("policy_hook").display().to_string());
+        toml.push_str(&format!(
+            "[[hooks]]\nstage = \"{stage}\"\ncommand = {command:?}\n{extra}\n"
+        ));
+    }
+    std::fs::write(work.config(), toml).unwrap();
+}
+
+fn upstream_calls(work: &Workdir) -> usize {
+    std::fs::read_to_string(work.path("calls.log")).map_or(0, |t| t.lines().count())
+}
+
+#[tokio::test]
+async fn a_deny_skips_dispatch_and_names_the_reason() {
+    let work = Workdir::new("");
+    config(&work, &[("pre", "")], &[("POLICY_DENY", "echo__echo")]);
+    let (client, _) = stdio_client(&work).await;
+    let denied = call(&client, "echo__echo", json!({"text": "x"}))
+        .await
+        .unwrap();
+    assert_eq!(denied.is_error, Some(true));
+    assert_eq!(code(&denied), "DENIED");
+    assert_eq!(text(&denied), "Error: echo__echo is denied by policy_hook");
+    assert_eq!(upstream_calls(&work), 0);
+    let allowed = call(&client, "echo__add", json!({"a": 1, "b": 1}))
+        .await
+        .unwrap();
+    assert_ne!(allowed.is_error, Some(true));
+    assert_eq!(upstream_calls(&work), 1);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn post_hooks_block_or_replace_results() {
+    let work = Workdir::new("");
+    config(
+        &work,
+        &[("post", "")],
+        &[
+            ("POLICY_BLOCK", "echo__fail,echo__add"),
+            ("POLICY_REDACT", "echo__echo"),
+        ],
+    );
+    let (client, _) = stdio_client(&work).await;
+    let blocked = call(&client, "echo__add", json!({"a": 1, "b": 1}))
+        .await
+        .unwrap();
+    assert_eq!(code(&blocked), "BLOCKED");
+    assert_eq!(
+        text(&blocked),
+        "the result of echo__add was blocked by policy_hook"
+    );
+    assert_eq!(
+        upstream_calls(&work),
+        1,
+        "post hooks run after the upstream"
+    );
+    let redacted = call(&client, "echo__echo", json!({"text": "secret"}))
+        .await
+        .unwrap();
+    assert_eq!(text(&redacted), "[redacted]");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_hanging_hook_times_out_and_fails_closed() {
+    let work = Workdir::new("");
+    config(
+        &work,
+        &[("pre", "timeout_ms = 200")],
+        &[("POLICY_MISBEHAVE", "hang")],
+    );
+    let (client, _) = stdio_client(&work).await;
+    let started = std::time::Instant::now();
+    let result = call(&client, "echo__echo", json!({"text": "x"}))
+        .await
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert_eq!(code(&result), "HOOK_FAILED");
+    assert_eq!(
+        text(&result),
+        "Error: hook hooks[0] failed: did not answer within 200ms"
+    );
+    assert_eq!(upstream_calls(&work), 0);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_failing_hook_with_on_error_allow_lets_the_call_through() {
+    let work = Workdir::new("");
+    config(
+        &work,
+        &[("pre", "timeout_ms = 200\non_error = \"allow\"")],
+        &[("POLICY_MISBEHAVE", "hang")],
+    );
+    let (client, _) = stdio_client(&work).await;
+    let result = call(&client, "echo__echo", json!({"text": "through"}))
+        .await
+        .unwrap();
+    assert_eq!(text(&result), "through");
+    assert_eq!(upstream_calls(&work), 1);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn garbage_and_unknown_decisions_are_hook_errors() {
+    for (misbehave, expected) in [
+        ("bad-decision", "answered something that is not a decision"),
+        ("garbage", "did not answer within 300ms"),
+    ] {
+        let work = Workdir::new("");
+        config(
+            &work,
+            &[("pre", "timeout_ms = 300")],
+            &[("POLICY_MISBEHAVE", misbehave)],
+        );
+        let (client, _) = stdio_client(&work).await;
+        let result = call(&client, "echo__echo", json!({"text": "x"}))
+            .await
+            .unwrap();
+        assert_eq!(code(&result), "HOOK_FAILED", "{misbehave}");
+        assert!(
+            text(&result).contains(expected),
+            "{misbehave}: {}",
+            text(&result)
+        );
+        assert_eq!(upstream_calls(&work), 0);
+        client.cancel().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_hook_that_crashes_mid_call_fails_closed_and_is_restarted() {
+    let work = Workdir::new("");
+    let marker = work.path("crashed.marker").display().to_string();
+    config(
+        &work,
+        &[("pre", "timeout_ms = 5000")],
+        &[("POLICY_MISBEHAVE", &format!("crash-once:{marker}"))],
+    );
+    let (client, _) = stdio_client(&work).await;
+    let started = std::time::Instant::now();
+    let crashed = call(&client, "echo__echo", json!({"text": "x"}))
+        .await
+        .unwrap();
+    assert_eq!(code(&crashed), "HOOK_FAILED");
+    assert!(
+        text(&crashed).contains("exited before answering"),
+        "{}",
+        text(&crashed)
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "a crash is noticed at once, not at the timeout"
+    );
+    // The next call gets a fresh hook process, which allows it.
+    let result = call(&client, "echo__echo", json!({"text": "again"}))
+        .await
+        .unwrap();
+    assert_eq!(text(&result), "again");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn concurrent_calls_are_answered_by_call_id() {
+    let work = Workdir::new("");
+    config(&work, &[("pre", "")], &[("POLICY_DENY", "echo__fail")]);
+    let (client, _) = stdio_client(&work).await;
+    let calls = (0..20).map(|i| {
+        let client = &client;
+        async move {
+            let (tool, args) = if i % 2 == 0 {
+                ("echo__echo", json!({"text": format!("n{i}")}))
+            } else {
+                ("echo__fail", json!({}))
+            };
+            (i, call(client, tool, args).await.unwrap())
+        }
+    });
+    for (i, result) in futures::future::join_all(calls).await {
+        if i % 2 == 0 {
+            assert_eq!(text(&result), format!("n{i}"));
+        } else {
+            assert_eq!(code(&result), "DENIED");
+        }
+    }
+    client.cancel().await.unwrap();
+}
