@@ -69,14 +69,13 @@ fn main() {
     let mut stdout = std::io::stdout();
     for line in stdin.lock().lines() {
         let Ok(line) = line else { break };
-        if let Some(path) = &log {
-            if let Ok(mut file) = std::fs::OpenOptions::new()
+        if let Some(path) = &log
+            && let Ok(mut file) = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
                 .open(path)
-            {
-                let _ = writeln!(file, "{line}");
-            }
+        {
+            let _ = writeln!(file, "{line}");
         }
         let Ok(request) = serde_json::from_str::<Value>(&line) else {
             eprintln!("policy_hook: ignoring a line that is not JSON");
@@ -92,11 +91,11 @@ fn main() {
             "crash" => std::process::exit(3),
             "bad-decision" => json!({"decision": "maybe"}),
             other => {
-                if let Some(marker) = other.strip_prefix("crash-once:") {
-                    if std::fs::metadata(marker).is_err() {
-                        let _ = std::fs::write(marker, "crashed");
-                        std::process::exit(3);
-                    }
+                if let Some(marker) = other.strip_prefix("crash-once:")
+                    && std::fs::metadata(marker).is_err()
+                {
+                    let _ = std::fs::write(marker, "crashed");
+                    std::process::exit(3);
                 }
                 decide(&request)
             }
