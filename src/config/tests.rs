@@ -146,3 +146,60 @@ fn profiles_validate_parents_cycles_and_reserved_names() {
         "{reserved}"
     );
 }
+
+#[test]
+fn hooks_and_limits_validate_with_defaults() {
+    let config = parse(
+        "[gateway]\ncall_timeout_ms = 1000\n\
+         [servers.gh]\ncommand = \"gh\"\ntimeout_ms = 500\nretry = { attempts = 2 }\n\
+         [servers.gh.tools.create]\ntimeout_ms = 100\n\
+         [[hooks]]\nstage = \"pre\"\nhttp = \"http://127.0.0.1:9/hook\"\n\
+         [[hooks]]\nstage = \"post\"\ncommand = [\"policy\", \"--strict\"]\non_error = \"allow\"\ntimeout_ms = 50\n",
+    )
+    .unwrap();
+    assert_eq!(config.call_timeout_ms, 1000);
+    assert_eq!(config.servers[0].timeout_ms, Some(500));
+    assert_eq!(
+        config.servers[0].retry,
+        Some(Retry {
+            attempts: 2,
+            backoff_ms: 0
+        })
+    );
+    assert_eq!(config.servers[0].tools["create"].timeout_ms, Some(100));
+    assert_eq!(config.hooks[0].tools, ["*"], "all tools by default");
+    assert_eq!(
+        config.hooks[0].on_error,
+        OnError::Deny,
+        "fail closed by default"
+    );
+    assert_eq!(config.hooks[0].timeout_ms, DEFAULT_HOOK_TIMEOUT_MS);
+    assert_eq!(
+        config.hooks[1].transport,
+        HookTransport::Command {
+            program: "policy".into(),
+            args: vec!["--strict".into()]
+        }
+    );
+}
+
+#[test]
+fn bad_hooks_name_their_key() {
+    let both =
+        parse("[[hooks]]\nstage = \"pre\"\nhttp = \"http://h\"\ncommand = [\"x\"]\n").unwrap_err();
+    assert!(both.to_string().contains("key `hooks[0]`"), "{both}");
+    let stage = parse("[[hooks]]\nstage = \"during\"\nhttp = \"http://h\"\n").unwrap_err();
+    assert!(stage.to_string().contains("during"), "{stage}");
+    let profile =
+        parse("[[hooks]]\nstage = \"pre\"\nhttp = \"http://h\"\nprofiles = [\"ghost\"]\n")
+            .unwrap_err();
+    assert!(
+        profile.to_string().contains("hooks[0].profiles[0]"),
+        "{profile}"
+    );
+    let retry = parse("[servers.a]\ncommand = \"a\"\nretry = { attempts = 0 }\n").unwrap_err();
+    assert!(
+        retry.to_string().contains("servers.a.retry.attempts"),
+        "{retry}"
+    );
+}
