@@ -166,13 +166,13 @@ pub struct RawProfile {
 #[serde(deny_unknown_fields)]
 pub struct RawServer {
     pub command: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "scalars::list")]
     pub args: Vec<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "scalars::map")]
     pub env: BTreeMap<String, String>,
     pub cwd: Option<String>,
     pub url: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "scalars::map")]
     pub headers: BTreeMap<String, String>,
     /// Time limit of one call to this server, in milliseconds.
     pub timeout_ms: Option<u64>,
@@ -431,6 +431,58 @@ fn describe_figment_error(error: figment::Error) -> String {
         .map(|e| e.to_string())
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+/// Values that are strings to the child process, whatever they look like. Figment types
+/// `TOOLGATE_SERVERS__X__ENV__PORT=8080` as a number; `PORT` still wants the string `8080`.
+mod scalars {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Deserializer, de::Error};
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Scalar {
+        Text(String),
+        Integer(i64),
+        Unsigned(u64),
+        Float(f64),
+        Boolean(bool),
+    }
+
+    impl Scalar {
+        fn into_string(self) -> String {
+            match self {
+                Scalar::Text(s) => s,
+                Scalar::Integer(i) => i.to_string(),
+                Scalar::Unsigned(u) => u.to_string(),
+                Scalar::Float(f) => f.to_string(),
+                Scalar::Boolean(b) => b.to_string(),
+            }
+        }
+    }
+
+    fn scalar<'de, D: Deserializer<'de>>(value: Scalar) -> Result<String, D::Error> {
+        Ok(value.into_string())
+    }
+
+    pub fn list<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {
+        Vec::<Scalar>::deserialize(deserializer)
+            .map_err(|_| D::Error::custom("expected a list of strings"))?
+            .into_iter()
+            .map(scalar::<D>)
+            .collect()
+    }
+
+    pub fn map<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<BTreeMap<String, String>, D::Error> {
+        BTreeMap::<String, Scalar>::deserialize(deserializer)
+            .map_err(|_| D::Error::custom("expected a table of strings"))?
+            .into_iter()
+            .map(|(k, v)| Ok((k, scalar::<D>(v)?)))
+            .collect()
+    }
 }
 
 #[cfg(test)]

@@ -133,6 +133,17 @@ fn select_profile(
 }
 
 async fn run(command: Command, config: config::Config, profile: ProfileName) -> ExitCode {
+    // Listen for SIGTERM/SIGINT from the very start, so a signal during startup or before the
+    // first client still shuts the upstreams down instead of killing the process outright.
+    let stop = CancellationToken::new();
+    let on_signal = stop.clone();
+    tokio::spawn(async move {
+        downstream::termination().await;
+        tracing::info!("stopping on signal");
+        on_signal.cancel();
+    });
+    // Let that task register its handlers before anything else starts.
+    tokio::task::yield_now().await;
     let options = StartOptions {
         audit_log: match &command {
             Command::Serve { audit_log, .. } => audit_log.clone(),
@@ -140,7 +151,13 @@ async fn run(command: Command, config: config::Config, profile: ProfileName) -> 
         },
         ..StartOptions::default()
     };
-    let gateway = match Gateway::start_with(config, options).await {
+    let started = tokio::select! {
+        // Started (or failed to).
+        started = Gateway::start_with(config, options) => started,
+        // A signal during startup: dropping the start kills every child started so far.
+        () = stop.cancelled() => return ExitCode::SUCCESS,
+    };
+    let gateway = match started {
         Ok(gateway) => gateway,
         Err(error) => {
             eprintln!("toolgate: {error}");
@@ -151,7 +168,7 @@ async fn run(command: Command, config: config::Config, profile: ProfileName) -> 
         }
     };
     let code = match command {
-        Command::Serve { http, .. } => serve(gateway.clone(), http, profile).await,
+        Command::Serve { http, .. } => serve(gateway.clone(), http, profile, stop).await,
         Command::Check => check(&gateway),
         Command::Tools => tools(&gateway, &profile),
         Command::Call { tool, arguments } => call(&gateway, &profile, tool, &arguments).await,
@@ -160,16 +177,21 @@ async fn run(command: Command, config: config::Config, profile: ProfileName) -> 
     code
 }
 
-async fn serve(gateway: Arc<Gateway>, http: Option<SocketAddr>, profile: ProfileName) -> ExitCode {
+async fn serve(
+    gateway: Arc<Gateway>,
+    http: Option<SocketAddr>,
+    profile: ProfileName,
+    stop: CancellationToken,
+) -> ExitCode {
     let served = match http {
         Some(addr) => {
-            downstream::http::serve(gateway, addr, |bound| {
+            downstream::http::serve(gateway, addr, stop, |bound| {
                 // Tests and scripts read this line to learn the port when ADDR ends in :0.
                 eprintln!("toolgate: listening on http://{bound}/mcp");
             })
             .await
         }
-        None => downstream::stdio::serve(gateway, profile).await,
+        None => downstream::stdio::serve(gateway, profile, stop).await,
     };
     match served {
         Ok(()) => ExitCode::SUCCESS,

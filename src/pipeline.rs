@@ -356,11 +356,9 @@ impl Pipeline {
             Err(CallError::InvalidArgs(_)) | Err(CallError::UnknownTool(_)) => "reject",
             _ => "allow",
         };
-        self.metrics.record(
-            &call.entry.exposed,
-            outcome.as_ref().err().map(CallError::code),
-            elapsed,
-        );
+        // Counted like the audit log: an upstream's own `isError` result is an error too.
+        self.metrics
+            .record(&call.entry.exposed, (code != "OK").then_some(code), elapsed);
         // Debug level: emitted for every call, printed only when asked (RUST_LOG), so a busy
         // gateway does not pay for formatting by default. `--audit-log` is the durable record.
         tracing::debug!(

@@ -22,6 +22,7 @@ use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
 };
 use sha2::{Digest, Sha256};
+use tokio_util::sync::CancellationToken;
 use tower_service::Service;
 
 use super::GatewayService;
@@ -162,11 +163,12 @@ fn refuse(status: StatusCode, message: &str) -> Response {
     (status, format!("{message}\n")).into_response()
 }
 
-/// Binds `addr` and serves until SIGTERM/SIGINT. Calls `on_bound` with the real address
-/// (useful with port 0).
+/// Binds `addr` and serves until `stop` fires (SIGTERM/SIGINT). Calls `on_bound` with the
+/// real address (useful with port 0).
 pub async fn serve(
     gateway: Arc<Gateway>,
     addr: SocketAddr,
+    stop_serving: CancellationToken,
     on_bound: impl FnOnce(SocketAddr),
 ) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr)
@@ -258,7 +260,7 @@ pub async fn serve(
         .with_graceful_shutdown(async move {
             tokio::select! {
                 // Asked to stop by signal.
-                () = super::termination() => {}
+                () = stop_serving.cancelled() => {}
                 // The gateway is stopping for another reason.
                 () = stop.cancelled() => {}
             }

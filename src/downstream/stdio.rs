@@ -3,16 +3,27 @@
 use std::sync::Arc;
 
 use rmcp::ServiceExt;
+use tokio_util::sync::CancellationToken;
 
 use super::GatewayService;
 use crate::{config::ProfileName, gateway::Gateway};
 
-/// Serves `profile` until the client closes stdin, the gateway gets SIGTERM/SIGINT, or the
+/// Serves `profile` until the client closes stdin, `stop` fires (SIGTERM/SIGINT), or the
 /// session fails. The caller has checked that `profile` exists.
-pub async fn serve(gateway: Arc<Gateway>, profile: ProfileName) -> anyhow::Result<()> {
+pub async fn serve(
+    gateway: Arc<Gateway>,
+    profile: ProfileName,
+    stop: CancellationToken,
+) -> anyhow::Result<()> {
     let service = GatewayService::new(gateway.clone(), profile);
     // Non-blocking pipes: the blocking `stdio()` costs a thread hand-off per message.
-    let running = service.serve(rmcp::transport::stdio_pipes()).await?;
+    let handshake = service.serve(rmcp::transport::stdio_pipes());
+    let running = tokio::select! {
+        // The client said hello (or the handshake failed).
+        running = handshake => running?,
+        // Asked to stop before any client arrived.
+        () = stop.cancelled() => return Ok(()),
+    };
     let cancel = running.cancellation_token();
     tokio::select! {
         // The client went away (stdin closed) or the session ended.
@@ -20,7 +31,7 @@ pub async fn serve(gateway: Arc<Gateway>, profile: ProfileName) -> anyhow::Resul
             tracing::info!(reason = ?quit, "client session ended");
         }
         // Asked to stop.
-        () = super::termination() => {
+        () = stop.cancelled() => {
             tracing::info!("stopping on signal");
             cancel.cancel();
         }

@@ -39,7 +39,7 @@ impl Validators {
                 Ok(validator) => Some(Arc::new(validator)),
                 Err(error) => {
                     warnings.push(format!(
-                        "server {server:?} tool {:?}: {which} does not compile ({error}); calls to it are not validated",
+                        "server \"{server}\" tool {:?}: {which} does not compile ({error}); calls to it are not validated",
                         tool.name
                     ));
                     None

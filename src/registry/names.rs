@@ -43,12 +43,12 @@ impl std::fmt::Display for NameClash {
                 dropped,
             } => write!(
                 f,
-                "tool name {exposed:?} is exported by both server {kept:?} and server {dropped:?}; \
-                 set [gateway] prefix = \"always\" or \"on-conflict\" (the tool of {dropped:?} is not exposed)"
+                "tool name {exposed:?} is exported by both server \"{kept}\" and server \"{dropped}\"; \
+                 set [gateway] prefix = \"always\" or \"on-conflict\" (the tool of \"{dropped}\" is not exposed)"
             ),
             NameClash::Reserved { server, tool } => write!(
                 f,
-                "server {server:?} exports a tool that would be exposed as {tool:?}, a name reserved by toolgate"
+                "server \"{server}\" exports a tool that would be exposed as {tool:?}, a name reserved by toolgate"
             ),
         }
     }
@@ -251,7 +251,10 @@ mod tests {
             }]
         );
         let text = clashes[0].to_string();
-        assert!(text.contains("\"a\"") && text.contains("\"b\""), "{text}");
+        assert!(
+            text.contains("both server \"a\" and server \"b\""),
+            "{text}"
+        );
     }
 
     #[test]
