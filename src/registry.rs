@@ -25,12 +25,15 @@ pub use restrict::UnmatchedEntry;
 /// One exposed tool and where it goes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolEntry {
-    pub exposed: String,
+    /// Shared, not copied, by every profile's view.
+    pub exposed: Arc<str>,
     pub server: ServerId,
     /// The name the upstream knows it by: what a call is forwarded with.
     pub upstream_name: String,
     /// The tool as listed downstream: the upstream's definition with `name` = `exposed`.
     pub tool: Tool,
+    /// Hash of `tool` as serialized: views combine these to notice a change cheaply.
+    pub fingerprint: u64,
 }
 
 /// An immutable snapshot of the visible tools, shared by every reader until the next change.
@@ -39,10 +42,11 @@ pub struct View {
     /// Bumped on every rebuild.
     pub generation: u64,
     entries: Vec<Arc<ToolEntry>>,
-    by_name: HashMap<String, Arc<ToolEntry>>,
-    /// The `tools/list` answer, built once per change rather than per request.
-    listed: Arc<Vec<Tool>>,
-    /// Hash of `listed`: sessions compare it to decide whether to announce a change.
+    by_name: HashMap<Arc<str>, Arc<ToolEntry>>,
+    /// The `tools/list` answer, built on the first list after a change rather than per
+    /// request, and only for profiles someone lists.
+    listed: std::sync::OnceLock<Arc<Vec<Tool>>>,
+    /// Combined hash of the entries: sessions compare it to decide whether to announce a change.
     fingerprint: u64,
 }
 
@@ -56,7 +60,8 @@ impl View {
     }
 
     pub fn tools(&self) -> &Arc<Vec<Tool>> {
-        &self.listed
+        self.listed
+            .get_or_init(|| Arc::new(self.entries.iter().map(|e| e.tool.clone()).collect()))
     }
 
     pub fn fingerprint(&self) -> u64 {
@@ -234,7 +239,7 @@ impl Registry {
                 .entries
                 .iter()
                 .chain(own)
-                .map(|e| e.exposed.clone())
+                .map(|e| e.exposed.to_string())
                 .collect();
             names.sort();
             names.dedup();
@@ -287,9 +292,10 @@ fn name_layer(
             let mut shown = tool.clone();
             shown.name = exposed.clone().into();
             Some(Arc::new(ToolEntry {
-                exposed,
+                exposed: exposed.into(),
                 server: id.clone(),
                 upstream_name: tool.name.to_string(),
+                fingerprint: fingerprint(&shown),
                 tool: shown,
             }))
         })
@@ -300,7 +306,7 @@ fn name_layer(
 /// A list of entries in which a later layer replaces a same-named entry in place.
 struct Layered {
     entries: Vec<Arc<ToolEntry>>,
-    index: HashMap<String, usize>,
+    index: HashMap<Arc<str>, usize>,
 }
 
 impl Layered {
@@ -341,26 +347,27 @@ impl View {
             .iter()
             .map(|e| (e.exposed.clone(), e.clone()))
             .collect();
-        let listed: Vec<Tool> = entries.iter().map(|e| e.tool.clone()).collect();
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        for entry in &entries {
+            hasher.write_u64(entry.fingerprint);
+        }
         Self {
             generation,
-            fingerprint: fingerprint(&listed),
+            fingerprint: hasher.finish(),
             entries,
             by_name,
-            listed: Arc::new(listed),
+            listed: std::sync::OnceLock::new(),
         }
     }
 }
 
-fn fingerprint(tools: &[Tool]) -> u64 {
+fn fingerprint(tool: &Tool) -> u64 {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    for tool in tools {
-        // Serialization of a tool we built ourselves cannot fail; an empty string would only
-        // make a change announcement more likely, never less.
-        serde_json::to_string(tool)
-            .unwrap_or_default()
-            .hash(&mut hasher);
-    }
+    // Serialization of a tool we built ourselves cannot fail; an empty string would only make
+    // a change announcement more likely, never less.
+    serde_json::to_string(tool)
+        .unwrap_or_default()
+        .hash(&mut hasher);
     hasher.finish()
 }
 
