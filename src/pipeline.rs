@@ -10,7 +10,8 @@
 //! 5. **Post hooks**, in order: built-in `outputSchema` check and size cap, then configured
 //!    hooks; `accept` may replace content, `block` turns the result into an error.
 //!
-//! Every outcome is recorded once: one tracing event, one audit line, the metrics.
+//! Every resolved call is recorded once: one tracing event, one audit line, the metrics. A name
+//! that resolves to nothing gets a tracing event and counts under one `(unknown)` metrics label.
 //! Built-ins and user code use the same traits ([`PreGate`], [`Around`], [`PostHook`]).
 
 pub mod audit;
@@ -216,6 +217,9 @@ impl CallError {
     }
 }
 
+/// The metrics label of calls to names that resolve to no tool.
+pub const UNKNOWN_TOOL_LABEL: &str = "(unknown)";
+
 /// Code of a deny by a gate.
 pub const DENIED: &str = "DENIED";
 /// Code of a block by a post hook.
@@ -287,11 +291,9 @@ impl Pipeline {
                 return outcome;
             }
         };
-        self.metrics.record(
-            &name,
-            outcome.as_ref().err().map(CallError::code),
-            started.elapsed(),
-        );
+        // One fixed label: client-chosen names must not grow the metric series without bound.
+        self.metrics
+            .record(UNKNOWN_TOOL_LABEL, Some("UNKNOWN_TOOL"), started.elapsed());
         tracing::debug!(target: "toolgate::audit", call_id, %profile, tool = %name, outcome = "UNKNOWN_TOOL", "call");
         outcome
     }
@@ -311,7 +313,7 @@ impl Pipeline {
                 GateDecision::Deny { reason, code } => {
                     return Err(CallError::Denied { reason, code });
                 }
-                GateDecision::Ask { reason } => builtin::ask(call, &reason).await?,
+                GateDecision::Ask { reason } => builtin::ask(call, &reason, &cancel).await?,
             }
         }
         let next = Next {

@@ -170,9 +170,16 @@ impl PostHook for SizeCap {
     }
 }
 
+/// How long an approval request may wait for the user.
+pub const APPROVAL_TIMEOUT: Duration = Duration::from_secs(300);
+
 /// `ask`: elicits approval from the calling client when it declared elicitation (and speaks
 /// a protocol that allows server requests); otherwise the call is denied.
-pub async fn ask(call: &ToolCall, reason: &str) -> Result<(), CallError> {
+pub async fn ask(
+    call: &ToolCall,
+    reason: &str,
+    cancel: &CancellationToken,
+) -> Result<(), CallError> {
     let name = &call.entry.exposed;
     let client = call.client.as_ref().filter(|peer| {
         peer.peer_info()
@@ -191,7 +198,19 @@ pub async fn ask(call: &ToolCall, reason: &str) -> Result<(), CallError> {
         message: format!("Allow tool \"{name}\"? {reason}"),
         requested_schema: ElicitationSchema::new(Default::default()),
     };
-    match client.create_elicitation(request).await {
+    let cancelled = || CallError::Denied {
+        reason: format!("approval for tool \"{name}\" was cancelled"),
+        code: DENIED,
+    };
+    let answer = tokio::select! {
+        // The user answered (or the request failed).
+        answer = client.create_elicitation(request) => answer,
+        // Nobody answered in time: an approval cannot hold a call forever.
+        () = tokio::time::sleep(APPROVAL_TIMEOUT) => return Err(cancelled()),
+        // The client cancelled the call meanwhile.
+        () = cancel.cancelled() => return Err(cancelled()),
+    };
+    match answer {
         Ok(answer) => match answer.action {
             ElicitationAction::Accept => Ok(()),
             ElicitationAction::Decline => Err(CallError::Denied {
