@@ -278,15 +278,26 @@ impl Pipeline {
         let outcome = match entry {
             None => Err(CallError::UnknownTool(call.name.clone())),
             Some(entry) => {
+                // Validated as a `Value` without copying: wrapped for the check, unwrapped after.
+                let arguments = serde_json::Value::Object(call.arguments.unwrap_or_default());
+                let violations = self.validators.check_input(&entry, &arguments);
+                let arguments = match arguments {
+                    serde_json::Value::Object(arguments) => arguments,
+                    _ => JsonObject::new(),
+                };
                 let tool_call = ToolCall {
                     call_id: call_id.clone(),
                     profile: call.profile,
                     entry,
-                    arguments: call.arguments.unwrap_or_default(),
+                    arguments,
                     progress: call.progress,
                     client: call.client,
                 };
-                let outcome = self.run(&tool_call, call.cancel).await;
+                let outcome = if violations.is_empty() {
+                    self.run(&tool_call, call.cancel).await
+                } else {
+                    Err(CallError::InvalidArgs(violations))
+                };
                 self.record(&tool_call, &outcome, started);
                 return outcome;
             }
@@ -303,10 +314,6 @@ impl Pipeline {
         call: &ToolCall,
         cancel: CancellationToken,
     ) -> Result<CallToolResult, CallError> {
-        let violations = self.validators.check_input(&call.entry, &call.arguments);
-        if !violations.is_empty() {
-            return Err(CallError::InvalidArgs(violations));
-        }
         for gate in &self.gates {
             match gate.check(call).await {
                 GateDecision::Allow => {}

@@ -144,6 +144,20 @@ impl Around for RetryTransient {
     }
 }
 
+/// An `io::Write` that only counts.
+struct ByteCounter(usize);
+
+impl std::io::Write for ByteCounter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0 += bytes.len();
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// Refuses results larger than the cap: a flood would fill the model's context.
 pub struct SizeCap(pub usize);
 
@@ -154,7 +168,9 @@ impl PostHook for SizeCap {
         result: &'a CallToolResult,
     ) -> BoxFuture<'a, PostDecision> {
         Box::pin(async move {
-            let size = serde_json::to_vec(result).map_or(0, |bytes| bytes.len());
+            let mut counter = ByteCounter(0);
+            // Counted, not built: the result is serialized again on its way out anyway.
+            let size = serde_json::to_writer(&mut counter, result).map_or(0, |()| counter.0);
             if size > self.0 {
                 PostDecision::Block {
                     feedback: format!(

@@ -84,12 +84,11 @@ impl Validators {
     }
 
     /// Every violation of the tool's `inputSchema`, with its path; empty when valid.
-    pub fn check_input(&self, entry: &ToolEntry, arguments: &JsonObject) -> Vec<String> {
+    pub fn check_input(&self, entry: &ToolEntry, arguments: &Value) -> Vec<String> {
         let Some(validator) = self.get(entry, false) else {
             return Vec::new();
         };
-        let instance = Value::Object(arguments.clone());
-        violations(&validator, &instance)
+        violations(&validator, arguments)
     }
 
     /// Every violation of the tool's `outputSchema` by `structuredContent`. A tool with an
