@@ -198,3 +198,25 @@ async fn a_restriction_entry_matching_nothing_is_a_startup_error_listing_known_n
         "{stderr}"
     );
 }
+
+#[tokio::test]
+async fn require_profile_refuses_callers_that_select_none() {
+    let work = Workdir::new(&format!(
+        "[gateway]\nrequire_profile = true\n{}[profiles.p]\n",
+        server_toml("other", "other_server", &[])
+    ));
+    let config = work.config().display().to_string();
+    let (code, _, stderr) = run_toolgate(&["--config", &config, "serve"]);
+    assert_eq!(code, Some(64));
+    assert!(
+        stderr.contains("`gateway.require_profile` is true: pass --profile NAME"),
+        "{stderr}"
+    );
+
+    let http = HttpGateway::start(&work).await;
+    let (status, body) = initialize_status(&http.url, None).await;
+    assert_eq!(status, 401);
+    assert!(body.contains("requires a profile"), "{body}");
+    let (status, _) = initialize_status(&format!("{}/p", http.url), None).await;
+    assert_eq!(status, 200);
+}

@@ -127,3 +127,91 @@ fn violations(validator: &Validator, instance: &Value) -> Vec<String> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use rmcp::model::Tool;
+    use serde_json::{Value, json};
+
+    use super::Validators;
+    use crate::{
+        config::{ServerId, ServerName},
+        registry::ToolEntry,
+    };
+
+    fn tool(schema: Value) -> Tool {
+        let Value::Object(schema) = schema else {
+            unreachable!()
+        };
+        Tool::new("t", "a tool", Arc::new(schema))
+    }
+
+    fn entry(tool: &Tool) -> ToolEntry {
+        ToolEntry {
+            exposed: "s__t".into(),
+            server: ServerId::global(ServerName::parse("s").unwrap()),
+            upstream_name: "t".into(),
+            tool: tool.clone(),
+            fingerprint: 0,
+        }
+    }
+
+    #[test]
+    fn every_violation_is_listed_with_its_path() {
+        let validators = Validators::default();
+        let tool = tool(json!({
+            "type": "object",
+            "properties": {"a": {"type": "number"}, "b": {"type": "string"}},
+            "required": ["a", "b"]
+        }));
+        assert!(
+            validators
+                .prepare(&entry(&tool).server, &[tool.clone()])
+                .is_empty()
+        );
+        let violations = validators.check_input(&entry(&tool), &json!({"a": "x"}));
+        assert_eq!(violations.len(), 2, "{violations:?}");
+        assert!(
+            violations.iter().any(|v| v.starts_with("/a: ")),
+            "{violations:?}"
+        );
+        assert!(
+            violations
+                .iter()
+                .any(|v| v.contains("\"b\" is a required property")),
+            "{violations:?}"
+        );
+        assert!(
+            validators
+                .check_input(&entry(&tool), &json!({"a": 1, "b": "y"}))
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_schema_that_does_not_compile_warns_and_skips_validation() {
+        let validators = Validators::default();
+        let broken = tool(json!({"type": 12}));
+        let warnings = validators.prepare(&entry(&broken).server, &[broken.clone()]);
+        assert_eq!(warnings.len(), 1);
+        assert!(
+            warnings[0].contains("server \"s\" tool \"t\": inputSchema does not compile"),
+            "{warnings:?}"
+        );
+        assert!(
+            validators
+                .check_input(&entry(&broken), &json!({"anything": true}))
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_remote_ref_fails_to_compile_instead_of_fetching() {
+        let validators = Validators::default();
+        let remote = tool(json!({"$ref": "https://example.com/schema.json"}));
+        let warnings = validators.prepare(&entry(&remote).server, &[remote.clone()]);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+    }
+}
