@@ -168,7 +168,7 @@ mod tests {
         }));
         assert!(
             validators
-                .prepare(&entry(&tool).server, &[tool.clone()])
+                .prepare(&entry(&tool).server, std::slice::from_ref(&tool))
                 .is_empty()
         );
         let violations = validators.check_input(&entry(&tool), &json!({"a": "x"}));
@@ -194,7 +194,7 @@ mod tests {
     fn a_schema_that_does_not_compile_warns_and_skips_validation() {
         let validators = Validators::default();
         let broken = tool(json!({"type": 12}));
-        let warnings = validators.prepare(&entry(&broken).server, &[broken.clone()]);
+        let warnings = validators.prepare(&entry(&broken).server, std::slice::from_ref(&broken));
         assert_eq!(warnings.len(), 1);
         assert!(
             warnings[0].contains("server \"s\" tool \"t\": inputSchema does not compile"),
@@ -211,7 +211,7 @@ mod tests {
     fn a_remote_ref_fails_to_compile_instead_of_fetching() {
         let validators = Validators::default();
         let remote = tool(json!({"$ref": "https://example.com/schema.json"}));
-        let warnings = validators.prepare(&entry(&remote).server, &[remote.clone()]);
+        let warnings = validators.prepare(&entry(&remote).server, std::slice::from_ref(&remote));
         assert_eq!(warnings.len(), 1, "{warnings:?}");
     }
 }
