@@ -162,16 +162,6 @@ async fn call_as(
         .expect("tools/call answered")
 }
 
-fn code(result: &CallToolResult) -> Option<String> {
-    result
-        .meta
-        .as_ref()?
-        .get("toolgate/error")?
-        .get("code")?
-        .as_str()
-        .map(str::to_owned)
-}
-
 const ASKED: &str = "Allow tool \"echo__echo\"? echo__echo needs a human";
 
 #[tokio::test]

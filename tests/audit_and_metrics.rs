@@ -11,7 +11,6 @@ use std::{
 };
 
 use common::*;
-use rmcp::model::CallToolResult;
 use serde_json::{Value, json};
 
 const LIMIT: Duration = Duration::from_secs(5);
@@ -60,16 +59,6 @@ async fn wait_for_lines(path: &Path, count: usize) -> Vec<Value> {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-}
-
-fn code(result: &CallToolResult) -> Option<String> {
-    result
-        .meta
-        .as_ref()?
-        .get("toolgate/error")?
-        .get("code")?
-        .as_str()
-        .map(str::to_owned)
 }
 
 /// Makes the same calls in each audit test: (tool, arguments, expected decision, outcome).

@@ -153,17 +153,6 @@ fn upstream_texts(call_log: &Path) -> Vec<String> {
         .collect()
 }
 
-/// The stable code in a failed result's `_meta["toolgate/error"]`.
-fn code(result: &CallToolResult) -> Option<String> {
-    result
-        .meta
-        .as_ref()?
-        .get("toolgate/error")?
-        .get("code")?
-        .as_str()
-        .map(str::to_owned)
-}
-
 fn assert_failed(result: &CallToolResult, expected_code: &str) {
     assert_eq!(result.is_error, Some(true), "{result:?}");
     assert_eq!(code(result).as_deref(), Some(expected_code), "{result:?}");

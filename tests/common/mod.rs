@@ -228,6 +228,17 @@ pub async fn call(
     client.call_tool(params).await
 }
 
+/// The stable code of a failed result: `_meta["toolgate/error"].code`.
+pub fn code(result: &CallToolResult) -> Option<String> {
+    result
+        .meta
+        .as_ref()?
+        .get("toolgate/error")?
+        .get("code")?
+        .as_str()
+        .map(str::to_owned)
+}
+
 /// The text of a result's first content block.
 pub fn text(result: &CallToolResult) -> String {
     result
