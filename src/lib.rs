@@ -5,23 +5,30 @@
 //! - [`upstream`]: one rmcp client per server (stdio child in its own process group, or
 //!   streamable HTTP); imports tools, follows `list_changed`, forwards calls, cancels and
 //!   progress. Reports [`upstream::UpstreamEvent`]s; never touches the registry.
-//! - [`registry`]: pure (no I/O, no async). Each server's tools, named by the prefix policy
-//!   ([`registry::names`]), merged into an immutable [`registry::View`].
+//! - [`registry`]: pure (no I/O, no async). Each layer's tools (global servers, each
+//!   profile's own servers), named by the prefix policy ([`registry::names`]), merged and
+//!   masked by profile restrictions ([`registry::restrict`]) into one immutable
+//!   [`registry::View`] per profile.
 //! - [`gateway`]: owns the registry, applies upstream events, publishes views on a `watch`.
-//! - [`pipeline`]: the one entry point for a call: resolve in the caller's view → upstream.
-//! - [`downstream`]: the rmcp `ServerHandler` clients talk to, over stdio or HTTP.
+//! - [`pipeline`]: the one entry point for a call: resolve in the caller's view → validate
+//!   arguments → pre gates → around wrappers (retry, timeout) → upstream → post hooks; audit
+//!   and metrics. Its traits are the extension seam.
+//! - [`hooks`]: `[[hooks]]` from the config (HTTP or long-lived command) as gates / post hooks.
+//! - [`downstream`]: the rmcp `ServerHandler` clients talk to, bound to a profile, over stdio
+//!   or HTTP (`/mcp`, `/mcp/{profile}`, bearer tokens, `/metrics`).
 //! - [`error`]: stable error codes and their single mapping to JSON-RPC / `isError` results.
 //!
 //! # A call
-//! client `tools/call` → [`downstream::GatewayService`] takes the current view →
-//! [`pipeline::Pipeline::execute`] resolves the exposed name to (server, upstream name) →
-//! [`upstream::Upstream::call`] forwards it, relaying progress and cancellation → the result
-//! comes back unchanged, or a failure goes through [`error::into_mcp`].
+//! client `tools/call` → [`downstream::GatewayService`] takes its profile's current view →
+//! [`pipeline::Pipeline::execute`] resolves the exposed name to (server, upstream name) and
+//! runs the stages → [`upstream::Upstream::call`] forwards it, relaying progress and
+//! cancellation → the result comes back unchanged, or a failure goes through
+//! [`error::into_mcp`].
 //!
 //! # A change
 //! upstream `notifications/tools/list_changed` → its supervisor re-imports → event →
-//! the gateway's registry owner rebuilds the view → each session whose view fingerprint
-//! changed gets `notifications/tools/list_changed`.
+//! the gateway's registry owner rebuilds every profile's view → each session whose own
+//! view's fingerprint changed gets `notifications/tools/list_changed`.
 
 pub mod config;
 pub mod downstream;
