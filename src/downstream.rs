@@ -169,6 +169,9 @@ fn changed_fingerprint(
     (fingerprint != announced).then_some(fingerprint)
 }
 
+/// How often a change announcer checks that its session still exists.
+const SESSION_REAP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Sends `notifications/tools/list_changed` to one 2025-era session whenever its view changes;
 /// ends when the session's transport is gone or the gateway stops.
 async fn announce_changes(
@@ -178,10 +181,20 @@ async fn announce_changes(
     stop: tokio_util::sync::CancellationToken,
 ) {
     let mut announced = fingerprint_of(&mut views, &profile);
+    // A session can end without a word (HTTP clients just leave): look now and then, so this
+    // task does not outlive it until the next change.
+    let mut reap = tokio::time::interval(SESSION_REAP_INTERVAL);
+    reap.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             // The gateway is stopping.
             () = stop.cancelled() => return,
+            // Time to check whether the session is still there.
+            _ = reap.tick() => {
+                if peer.is_transport_closed() {
+                    return;
+                }
+            }
             // A new view was published.
             changed = views.changed() => {
                 if changed.is_err() || peer.is_transport_closed() {
