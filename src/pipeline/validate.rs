@@ -20,10 +20,10 @@ struct Compiled {
     output: Option<Arc<Validator>>,
 }
 
-/// Validators per (server, upstream tool name).
+/// Validators per server, then upstream tool name: looked up by reference on every call.
 #[derive(Default)]
 pub struct Validators {
-    by_tool: RwLock<HashMap<(ServerId, String), Compiled>>,
+    by_server: RwLock<HashMap<ServerId, HashMap<String, Compiled>>>,
 }
 
 impl Validators {
@@ -46,7 +46,7 @@ impl Validators {
                 }
             }
         };
-        let compiled: Vec<((ServerId, String), Compiled)> = tools
+        let compiled: HashMap<String, Compiled> = tools
             .iter()
             .map(|tool| {
                 let input = compile(tool, "inputSchema", &tool.input_schema);
@@ -54,28 +54,25 @@ impl Validators {
                     .output_schema
                     .as_ref()
                     .and_then(|schema| compile(tool, "outputSchema", schema));
-                (
-                    (server.clone(), tool.name.to_string()),
-                    Compiled { input, output },
-                )
+                (tool.name.to_string(), Compiled { input, output })
             })
             .collect();
-        let mut by_tool = match self.by_tool.write() {
+        let mut by_server = match self.by_server.write() {
             Ok(guard) => guard,
             Err(poisoned) => poisoned.into_inner(),
         };
-        by_tool.retain(|(owner, _), _| owner != server);
-        by_tool.extend(compiled);
+        by_server.insert(server.clone(), compiled);
         warnings
     }
 
     fn get(&self, entry: &ToolEntry, output: bool) -> Option<Arc<Validator>> {
-        let by_tool = match self.by_tool.read() {
+        let by_server = match self.by_server.read() {
             Ok(guard) => guard,
             Err(poisoned) => poisoned.into_inner(),
         };
-        // The key is borrowed as a tuple of owned values; tool lists are small next to a call.
-        let compiled = by_tool.get(&(entry.server.clone(), entry.upstream_name.clone()))?;
+        let compiled = by_server
+            .get(&entry.server)?
+            .get(entry.upstream_name.as_str())?;
         if output {
             compiled.output.clone()
         } else {
