@@ -243,13 +243,6 @@ fn lines(
 }
 
 /// echo_server and other_server, both children of the gateway.
-fn two_servers() -> Workdir {
-    Workdir::new(&format!(
-        "{}{}",
-        server_toml("echo", "echo_server", &[]),
-        server_toml("other", "other_server", &[])
-    ))
-}
 
 /// Like [`two_servers`], but `echo` starts through `sh`, which first leaves a `sleep` running
 /// in the background: a grandchild of the gateway, in echo's process group, that never exits

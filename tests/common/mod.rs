@@ -65,6 +65,15 @@ pub fn server_toml(name: &str, example_name: &str, env: &[(&str, &str)]) -> Stri
     )
 }
 
+/// The two example servers, `echo` and `other`, under the default `prefix = "always"`.
+pub fn two_servers() -> Workdir {
+    Workdir::new(&format!(
+        "{}{}",
+        server_toml("echo", "echo_server", &[]),
+        server_toml("other", "other_server", &[])
+    ))
+}
+
 pub fn toml_string(s: &str) -> String {
     format!("{s:?}")
 }
