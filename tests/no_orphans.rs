@@ -242,8 +242,6 @@ fn lines(
     rx
 }
 
-/// echo_server and other_server, both children of the gateway.
-
 /// Like [`two_servers`], but `echo` starts through `sh`, which first leaves a `sleep` running
 /// in the background: a grandchild of the gateway, in echo's process group, that never exits
 /// on its own (its stdio is not the gateway's pipes).
