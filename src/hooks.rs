@@ -140,6 +140,12 @@ fn preview(body: &[u8]) -> String {
     preview
 }
 
+/// Reads a decision from the hook's answer without copying it; anything else is garbage,
+/// reported with the answer itself so the hook's author sees what was wrong.
+fn decode<T: serde::de::DeserializeOwned>(value: &Value) -> Result<T, HookError> {
+    T::deserialize(value).map_err(|_| HookError::Garbage(value.to_string()))
+}
+
 #[derive(Deserialize)]
 #[serde(tag = "decision", rename_all = "lowercase")]
 enum PreAnswer {
@@ -168,10 +174,7 @@ impl PreGate for ExternalGate {
             let answer = hook
                 .ask(call, hook.request(call, None))
                 .await
-                .and_then(|value| {
-                    serde_json::from_value::<PreAnswer>(value.clone())
-                        .map_err(|_| HookError::Garbage(value.to_string()))
-                });
+                .and_then(|value| decode::<PreAnswer>(&value));
             match answer {
                 Ok(PreAnswer::Allow {}) => GateDecision::Allow,
                 Ok(PreAnswer::Deny { reason }) => GateDecision::Deny {
@@ -215,10 +218,7 @@ impl PostHook for ExternalPost {
             let answer = hook
                 .ask(call, hook.request(call, Some(result)))
                 .await
-                .and_then(|value| {
-                    serde_json::from_value::<PostAnswer>(value.clone())
-                        .map_err(|_| HookError::Garbage(value.to_string()))
-                });
+                .and_then(|value| decode::<PostAnswer>(&value));
             match answer {
                 Ok(PostAnswer::Accept { content }) => PostDecision::Accept { content },
                 Ok(PostAnswer::Block { feedback }) => PostDecision::Block {

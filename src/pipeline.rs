@@ -272,40 +272,34 @@ impl Pipeline {
     pub async fn execute(&self, view: &View, call: Call) -> Result<CallToolResult, CallError> {
         let started = Instant::now();
         let call_id = format!("c{}", self.next_call.fetch_add(1, Ordering::Relaxed));
-        let profile = call.profile.clone();
-        let name = call.name.clone();
-        let entry = view.get(&call.name).cloned();
-        let outcome = match entry {
-            None => Err(CallError::UnknownTool(call.name.clone())),
-            Some(entry) => {
-                // Validated as a `Value` without copying: wrapped for the check, unwrapped after.
-                let arguments = serde_json::Value::Object(call.arguments.unwrap_or_default());
-                let violations = self.validators.check_input(&entry, &arguments);
-                let arguments = match arguments {
-                    serde_json::Value::Object(arguments) => arguments,
-                    _ => JsonObject::new(),
-                };
-                let tool_call = ToolCall {
-                    call_id: call_id.clone(),
-                    profile: call.profile,
-                    entry,
-                    arguments,
-                    progress: call.progress,
-                    client: call.client,
-                };
-                let outcome = if violations.is_empty() {
-                    self.run(&tool_call, call.cancel).await
-                } else {
-                    Err(CallError::InvalidArgs(violations))
-                };
-                self.record(&tool_call, &outcome, started);
-                return outcome;
-            }
+        let Some(entry) = view.get(&call.name).cloned() else {
+            // One fixed label: client-chosen names must not grow the metric series without bound.
+            self.metrics
+                .record(UNKNOWN_TOOL_LABEL, Some("UNKNOWN_TOOL"), started.elapsed());
+            tracing::debug!(target: "toolgate::audit", call_id, profile = %call.profile, tool = %call.name, outcome = "UNKNOWN_TOOL", "call");
+            return Err(CallError::UnknownTool(call.name));
         };
-        // One fixed label: client-chosen names must not grow the metric series without bound.
-        self.metrics
-            .record(UNKNOWN_TOOL_LABEL, Some("UNKNOWN_TOOL"), started.elapsed());
-        tracing::debug!(target: "toolgate::audit", call_id, %profile, tool = %name, outcome = "UNKNOWN_TOOL", "call");
+        // Validated as a `Value` without copying: wrapped for the check, unwrapped after.
+        let arguments = serde_json::Value::Object(call.arguments.unwrap_or_default());
+        let violations = self.validators.check_input(&entry, &arguments);
+        let arguments = match arguments {
+            serde_json::Value::Object(arguments) => arguments,
+            _ => JsonObject::new(),
+        };
+        let tool_call = ToolCall {
+            call_id,
+            profile: call.profile,
+            entry,
+            arguments,
+            progress: call.progress,
+            client: call.client,
+        };
+        let outcome = if violations.is_empty() {
+            self.run(&tool_call, call.cancel).await
+        } else {
+            Err(CallError::InvalidArgs(violations))
+        };
+        self.record(&tool_call, &outcome, started);
         outcome
     }
 
