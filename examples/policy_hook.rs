@@ -5,8 +5,12 @@
 //! that repeats the request's `call_id`. Its policy comes from the environment, each a
 //! comma-separated list of `*` globs over exposed tool names:
 //! `POLICY_DENY` (pre: deny), `POLICY_ASK` (pre: ask), `POLICY_BLOCK` (post: block),
-//! `POLICY_REDACT` (post: accept with the content replaced by `[redacted]`). Everything else
-//! is allowed / accepted. `POLICY_LOG=<path>` appends every request it receives.
+//! `POLICY_REDACT` (post: accept with the content replaced by `POLICY_REDACT_TEXT`, default
+//! `[redacted]`, and with `structuredContent` set to `POLICY_STRUCTURED` when that holds
+//! JSON). Everything else is allowed / accepted. `POLICY_LOG=<path>` appends every request
+//! it receives. `POLICY_BATCH=<n>` answers out of order: it gathers up to n requests (or
+//! what came within 200 ms) and answers them last first, appending the `call_id`s in answer
+//! order to `POLICY_ANSWER_LOG=<path>` when set.
 //! For tests, `POLICY_MISBEHAVE` makes it fail on purpose: `garbage` (a line that is not JSON),
 //! `bad-decision` (JSON with an unknown decision), `hang` (never answers), `crash` (exits on
 //! the first request) or `crash-once:<marker file>` (exits unless the marker exists, then
@@ -56,19 +60,63 @@ fn decide(request: &Value) -> Value {
             json!({"decision": "block", "feedback": format!("the result of {tool} was blocked by policy_hook")})
         }
         "post" if matches(&globs("POLICY_REDACT"), tool) => {
-            json!({"decision": "accept", "content": [{"type": "text", "text": "[redacted]"}]})
+            let text =
+                std::env::var("POLICY_REDACT_TEXT").unwrap_or_else(|_| "[redacted]".to_owned());
+            let mut answer =
+                json!({"decision": "accept", "content": [{"type": "text", "text": text}]});
+            if let Some(structured) = std::env::var("POLICY_STRUCTURED")
+                .ok()
+                .and_then(|s| serde_json::from_str::<Value>(&s).ok())
+            {
+                answer["structuredContent"] = structured;
+            }
+            answer
         }
         _ => json!({"decision": "accept"}),
     }
 }
 
+/// Requests come from a reader thread, so that batches can end on a lull.
+fn requests() -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
 fn main() {
     let misbehave = std::env::var("POLICY_MISBEHAVE").unwrap_or_default();
     let log = std::env::var_os("POLICY_LOG");
-    let stdin = std::io::stdin();
+    let answer_log = std::env::var_os("POLICY_ANSWER_LOG");
+    let batch: usize = std::env::var("POLICY_BATCH")
+        .ok()
+        .and_then(|b| b.parse().ok())
+        .unwrap_or(1)
+        .max(1);
+    let incoming = requests();
     let mut stdout = std::io::stdout();
-    for line in stdin.lock().lines() {
-        let Ok(line) = line else { break };
+    let mut pending: Vec<Value> = Vec::new();
+    loop {
+        let line = if pending.is_empty() {
+            match incoming.recv() {
+                Ok(line) => Some(line),
+                Err(_) => break,
+            }
+        } else {
+            incoming
+                .recv_timeout(std::time::Duration::from_millis(200))
+                .ok()
+        };
+        let Some(line) = line else {
+            flush(&mut pending, &mut stdout, answer_log.as_deref());
+            continue;
+        };
         if let Some(path) = &log
             && let Ok(mut file) = std::fs::OpenOptions::new()
                 .create(true)
@@ -101,7 +149,30 @@ fn main() {
             }
         };
         answer["call_id"] = request["call_id"].clone();
-        let _ = writeln!(stdout, "{answer}");
-        let _ = stdout.flush();
+        pending.push(answer);
+        if pending.len() >= batch {
+            flush(&mut pending, &mut stdout, answer_log.as_deref());
+        }
     }
+    flush(&mut pending, &mut stdout, answer_log.as_deref());
+}
+
+/// Answers the gathered requests, last first.
+fn flush(
+    pending: &mut Vec<Value>,
+    stdout: &mut std::io::Stdout,
+    answer_log: Option<&std::ffi::OsStr>,
+) {
+    while let Some(answer) = pending.pop() {
+        if let Some(path) = answer_log
+            && let Ok(mut file) = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+        {
+            let _ = writeln!(file, "{}", answer["call_id"]);
+        }
+        let _ = writeln!(stdout, "{answer}");
+    }
+    let _ = stdout.flush();
 }

@@ -138,6 +138,12 @@ pub struct RawHook {
     pub profiles: Option<Vec<String>>,
     pub http: Option<String>,
     pub command: Option<Vec<String>>,
+    /// Environment of a `command` hook, on top of the base set ([`crate::child`]).
+    #[serde(default, deserialize_with = "scalars::map")]
+    pub env: BTreeMap<String, String>,
+    /// Variables of the gateway's own environment a `command` hook may see too.
+    #[serde(default)]
+    pub env_passthrough: Vec<String>,
     pub timeout_ms: Option<u64>,
     #[serde(default)]
     pub on_error: OnError,
@@ -168,8 +174,12 @@ pub struct RawServer {
     pub command: Option<String>,
     #[serde(default, deserialize_with = "scalars::list")]
     pub args: Vec<String>,
+    /// The child's environment, on top of the base set ([`crate::child`]).
     #[serde(default, deserialize_with = "scalars::map")]
     pub env: BTreeMap<String, String>,
+    /// Variables of the gateway's own environment this child may see too (by name).
+    #[serde(default)]
+    pub env_passthrough: Vec<String>,
     pub cwd: Option<String>,
     pub url: Option<String>,
     #[serde(default, deserialize_with = "scalars::map")]
@@ -304,6 +314,8 @@ pub enum Transport {
     Stdio {
         command: String,
         args: Vec<String>,
+        /// Its own variables and the passed-through ones, resolved at load; the child sees
+        /// these plus the base set ([`crate::child`]), nothing else of the gateway's.
         env: BTreeMap<String, String>,
         cwd: Option<PathBuf>,
     },
@@ -328,7 +340,12 @@ pub enum HookTransport {
     /// POST the request as JSON, read the decision from the body.
     Http { url: String },
     /// One long-lived process: requests on stdin, decisions on stdout, one JSON per line.
-    Command { program: String, args: Vec<String> },
+    Command {
+        program: String,
+        args: Vec<String>,
+        /// Its own variables and the passed-through ones, resolved at load.
+        env: BTreeMap<String, String>,
+    },
 }
 
 /// A validated `[[hooks]]` entry.

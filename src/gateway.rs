@@ -18,8 +18,8 @@ use crate::{
     pipeline::{
         Stages,
         audit::AuditLog,
-        builtin::{Limits, RetryTransient, SizeCap, Timeout},
-        validate::Validators,
+        builtin::{Limits, RetryTransient, Timeout},
+        validate,
     },
     registry::{NameClash, Registry, UnmatchedEntry, View, Views},
     upstream::{UpstreamEvent, Upstreams},
@@ -108,10 +108,10 @@ impl Gateway {
         let upstreams =
             Arc::new(Upstreams::start(&config.servers, events_tx, shutdown.child_token()).await);
 
-        let validators = Arc::new(Validators::default());
+        let limits = Limits::from_config(&config);
         let mut registry = Registry::new(config.prefix, &config.profiles);
         while let Ok(event) = events.try_recv() {
-            apply(&mut registry, &validators, event);
+            apply(&mut registry, &limits, event);
         }
         if let Err(error) = check_at_start(&registry, &config, &upstreams) {
             shutdown.cancel();
@@ -122,14 +122,14 @@ impl Gateway {
         let tasks = TaskTracker::new();
         tasks.spawn(own_registry(
             registry,
-            validators.clone(),
+            limits,
             events,
             views_tx,
             shutdown.clone(),
         ));
         let stages = stages(&config, options.stages, audit);
         Ok(Arc::new(Self {
-            pipeline: Pipeline::new(upstreams.clone(), validators, stages),
+            pipeline: Pipeline::new(upstreams.clone(), stages),
             config,
             upstreams,
             views,
@@ -167,10 +167,9 @@ impl Gateway {
     }
 }
 
-/// The configured stages after the given ones: retry → timeout around dispatch; the size cap
-/// then the configured post hooks after it.
+/// The configured stages after the given ones: retry → timeout around dispatch; the
+/// configured post hooks; the size cap.
 fn stages(config: &Config, mut stages: Stages, audit: Option<AuditLog>) -> Stages {
-    let limits = Arc::new(Limits::from_config(config));
     let http = reqwest::Client::new();
     for hook in &config.hooks {
         let hook = Arc::new(ExternalHook::new(hook.clone(), &http));
@@ -179,21 +178,18 @@ fn stages(config: &Config, mut stages: Stages, audit: Option<AuditLog>) -> Stage
             HookStage::Post => stages.posts.push(Arc::new(ExternalPost(hook))),
         }
     }
-    stages
-        .wrappers
-        .push(Arc::new(RetryTransient(limits.clone())));
-    stages.wrappers.push(Arc::new(Timeout(limits)));
-    stages
-        .posts
-        .insert(0, Arc::new(SizeCap(config.max_result_bytes)));
+    stages.wrappers.push(Arc::new(RetryTransient));
+    stages.wrappers.push(Arc::new(Timeout));
+    stages.max_result_bytes = Some(config.max_result_bytes);
     stages.audit = audit;
     stages
 }
 
-fn apply(registry: &mut Registry, validators: &Validators, event: UpstreamEvent) {
+fn apply(registry: &mut Registry, limits: &Limits, event: UpstreamEvent) {
     match event {
         UpstreamEvent::Tools { server, tools } => {
-            for warning in validators.prepare(&server, &tools) {
+            let (tools, warnings) = validate::import(&server, tools, limits);
+            for warning in warnings {
                 tracing::warn!("{warning}");
             }
             registry.replace(&server, tools)
@@ -207,7 +203,7 @@ fn apply(registry: &mut Registry, validators: &Validators, event: UpstreamEvent)
 /// The registry's single writer: applies upstream events and publishes each new view.
 async fn own_registry(
     mut registry: Registry,
-    validators: Arc<Validators>,
+    limits: Limits,
     mut events: mpsc::UnboundedReceiver<UpstreamEvent>,
     views: watch::Sender<Arc<Views>>,
     shutdown: CancellationToken,
@@ -222,7 +218,7 @@ async fn own_registry(
                 None => break,
             },
         };
-        apply(&mut registry, &validators, event);
+        apply(&mut registry, &limits, event);
         for clash in registry.clashes() {
             tracing::error!("{clash}");
         }

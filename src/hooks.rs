@@ -3,7 +3,9 @@
 //! Protocol (README has it in full): the request is one JSON object
 //! `{stage, call_id, profile, tool, server, upstream_tool, arguments[, result]}`; a pre hook
 //! answers `{"decision": "allow" | "deny" | "ask", "reason"?}`, a post hook
-//! `{"decision": "accept", "content"?}` or `{"decision": "block", "feedback"}`. A command hook
+//! `{"decision": "accept", "content"?, "structuredContent"?}` (a replacement is whole: see
+//! [`PostDecision::Accept`](crate::pipeline::PostDecision::Accept)) or
+//! `{"decision": "block", "feedback"}`. A command hook
 //! gets one request per line on stdin and answers one line on stdout carrying the request's
 //! `call_id`, so answers may come in any order. Anything else, a timeout, or a crash is a hook
 //! error and follows `on_error`.
@@ -57,10 +59,11 @@ impl ExternalHook {
                 client: http.clone(),
                 url: url.clone(),
             },
-            HookTransport::Command { program, args } => Transport::Command(CommandHook::new(
+            HookTransport::Command { program, args, env } => Transport::Command(CommandHook::new(
                 config.key.clone(),
                 program.clone(),
                 args.clone(),
+                env.clone(),
             )),
         };
         Self { config, transport }
@@ -157,8 +160,14 @@ enum PreAnswer {
 #[derive(Deserialize)]
 #[serde(tag = "decision", rename_all = "lowercase")]
 enum PostAnswer {
-    Accept { content: Option<Vec<ContentBlock>> },
-    Block { feedback: String },
+    Accept {
+        content: Option<Vec<ContentBlock>>,
+        #[serde(rename = "structuredContent")]
+        structured_content: Option<Value>,
+    },
+    Block {
+        feedback: String,
+    },
 }
 
 /// A pre hook as a [`PreGate`].
@@ -213,14 +222,20 @@ impl PostHook for ExternalPost {
         Box::pin(async move {
             let hook = &self.0;
             if !hook.applies(call) {
-                return PostDecision::Accept { content: None };
+                return PostDecision::KEEP;
             }
             let answer = hook
                 .ask(call, hook.request(call, Some(result)))
                 .await
                 .and_then(|value| decode::<PostAnswer>(&value));
             match answer {
-                Ok(PostAnswer::Accept { content }) => PostDecision::Accept { content },
+                Ok(PostAnswer::Accept {
+                    content,
+                    structured_content,
+                }) => PostDecision::Accept {
+                    content,
+                    structured_content,
+                },
                 Ok(PostAnswer::Block { feedback }) => PostDecision::Block {
                     feedback,
                     code: crate::pipeline::BLOCKED,
@@ -232,7 +247,7 @@ impl PostHook for ExternalPost {
                             feedback,
                             code: HOOK_FAILED,
                         },
-                        OnError::Allow => PostDecision::Accept { content: None },
+                        OnError::Allow => PostDecision::KEEP,
                     }
                 }
             }

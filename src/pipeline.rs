@@ -7,8 +7,9 @@
 //!    elicitation to the calling client when it can answer one.
 //! 4. **Around wrappers**, outermost first, each given `next`: retry → timeout → dispatch to
 //!    the upstream at the base. (Retry is outside timeout so each attempt gets its own limit.)
-//! 5. **Post hooks**, in order: built-in `outputSchema` check and size cap, then configured
-//!    hooks; `accept` may replace content, `block` turns the result into an error.
+//! 5. **Post**: the built-in `outputSchema` check, then the configured post hooks in order:
+//!    `accept` may replace the result (see [`PostDecision::Accept`] for the rule), `block`
+//!    turns it into an error. The size cap comes last, on what the client would receive.
 //!
 //! Every resolved call is recorded once: one tracing event, one audit line, the metrics. A name
 //! that resolves to nothing gets a tracing event and counts under one `(unknown)` metrics label.
@@ -85,8 +86,16 @@ pub enum GateDecision {
 /// What a post hook decides.
 #[derive(Debug, Clone, PartialEq)]
 pub enum PostDecision {
-    /// Keep the result, or replace its content.
-    Accept { content: Option<Vec<ContentBlock>> },
+    /// Keep the result (both `None`), or replace it. A replacement is whole, so that a
+    /// redaction cannot leak through the part it did not mention:
+    /// - new `content` alone drops `structuredContent`; for a tool with an `outputSchema`
+    ///   (which promises structured content) that is refused as `INVALID_TOOL_OUTPUT`;
+    /// - new `structured_content` is checked against the `outputSchema`; without new
+    ///   `content` the content becomes its JSON text.
+    Accept {
+        content: Option<Vec<ContentBlock>>,
+        structured_content: Option<serde_json::Value>,
+    },
     /// Turn the result into an error whose content is `feedback`.
     Block {
         feedback: String,
@@ -123,6 +132,14 @@ pub trait PostHook: Send + Sync {
 pub struct Next<'a> {
     chain: &'a [Arc<dyn Around>],
     upstreams: &'a Upstreams,
+}
+
+impl PostDecision {
+    /// Keep the result as it is.
+    pub const KEEP: PostDecision = PostDecision::Accept {
+        content: None,
+        structured_content: None,
+    };
 }
 
 impl<'a> Next<'a> {
@@ -230,7 +247,7 @@ pub const HOOK_FAILED: &str = "HOOK_FAILED";
 /// The stages, assembled once at start.
 pub struct Pipeline {
     upstreams: Arc<Upstreams>,
-    validators: Arc<validate::Validators>,
+    max_result_bytes: Option<usize>,
     gates: Vec<Arc<dyn PreGate>>,
     wrappers: Vec<Arc<dyn Around>>,
     posts: Vec<Arc<dyn PostHook>>,
@@ -246,17 +263,15 @@ pub struct Stages {
     pub wrappers: Vec<Arc<dyn Around>>,
     pub posts: Vec<Arc<dyn PostHook>>,
     pub audit: Option<audit::AuditLog>,
+    /// Results larger than this (serialized) are refused; `None`: no cap.
+    pub max_result_bytes: Option<usize>,
 }
 
 impl Pipeline {
-    pub fn new(
-        upstreams: Arc<Upstreams>,
-        validators: Arc<validate::Validators>,
-        stages: Stages,
-    ) -> Self {
+    pub fn new(upstreams: Arc<Upstreams>, stages: Stages) -> Self {
         Self {
             upstreams,
-            validators,
+            max_result_bytes: stages.max_result_bytes,
             gates: stages.gates,
             wrappers: stages.wrappers,
             posts: stages.posts,
@@ -281,7 +296,7 @@ impl Pipeline {
         };
         // Validated as a `Value` without copying: wrapped for the check, unwrapped after.
         let arguments = serde_json::Value::Object(call.arguments.unwrap_or_default());
-        let violations = self.validators.check_input(&entry, &arguments);
+        let violations = validate::check_input(&entry, &arguments);
         let arguments = match arguments {
             serde_json::Value::Object(arguments) => arguments,
             _ => JsonObject::new(),
@@ -322,20 +337,27 @@ impl Pipeline {
             upstreams: &self.upstreams,
         };
         let mut result = next.run(call, cancel).await?;
-        let violations = self.validators.check_output(&call.entry, &result);
+        let violations = validate::check_output(&call.entry, &result);
         if !violations.is_empty() {
             return Err(CallError::InvalidOutput(violations));
         }
         for post in &self.posts {
             match post.after(call, &result).await {
-                PostDecision::Accept { content: None } => {}
                 PostDecision::Accept {
-                    content: Some(content),
-                } => result.content = content,
+                    content: None,
+                    structured_content: None,
+                } => {}
+                PostDecision::Accept {
+                    content,
+                    structured_content,
+                } => replace(&call.entry, &mut result, content, structured_content)?,
                 PostDecision::Block { feedback, code } => {
                     return Err(CallError::Blocked { feedback, code });
                 }
             }
+        }
+        if let Some(limit) = self.max_result_bytes {
+            builtin::check_size(&result, limit)?;
         }
         Ok(result)
     }
@@ -378,5 +400,81 @@ impl Pipeline {
         if let Some(audit) = &self.audit {
             audit.write(call, decision, code, elapsed);
         }
+    }
+}
+
+/// Applies a post hook's replacement by the rule of [`PostDecision::Accept`].
+fn replace(
+    entry: &ToolEntry,
+    result: &mut CallToolResult,
+    content: Option<Vec<ContentBlock>>,
+    structured_content: Option<serde_json::Value>,
+) -> Result<(), CallError> {
+    let promises_structure = entry.policy.output.is_some() && result.is_error != Some(true);
+    match structured_content {
+        Some(structured) => {
+            let content = match content {
+                Some(content) => content,
+                None => vec![ContentBlock::text(structured.to_string())],
+            };
+            result.content = content;
+            result.structured_content = Some(structured);
+            let violations = validate::check_output(entry, result);
+            if !violations.is_empty() {
+                return Err(CallError::InvalidOutput(violations));
+            }
+        }
+        None if promises_structure => {
+            return Err(CallError::InvalidOutput(vec![format!(
+                "a post hook replaced the content of \"{}\", which declares an outputSchema, without supplying structuredContent",
+                entry.exposed
+            )]));
+        }
+        None => {
+            result.content = content.unwrap_or_default();
+            result.structured_content = None;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::{CallToolResult, ContentBlock, Tool};
+    use serde_json::json;
+
+    use super::replace;
+    use crate::{
+        config::{ServerId, ServerName},
+        registry::ToolEntry,
+    };
+
+    #[test]
+    fn replaced_content_drops_structured_content_of_a_tool_without_schema() {
+        let schema = json!({"type": "object"});
+        let serde_json::Value::Object(schema) = schema else {
+            unreachable!()
+        };
+        let entry = ToolEntry {
+            exposed: "s__t".into(),
+            server: ServerId::global(ServerName::parse("s").unwrap()),
+            upstream_name: "t".into(),
+            tool: Tool::new("s__t", "t", std::sync::Arc::new(schema)),
+            fingerprint: 0,
+            policy: Default::default(),
+        };
+        let mut result = CallToolResult::structured(json!({"secret": 42}));
+        replace(
+            &entry,
+            &mut result,
+            Some(vec![ContentBlock::text("[redacted]")]),
+            None,
+        )
+        .unwrap();
+        assert_eq!(result.structured_content, None);
+        assert_eq!(
+            serde_json::to_value(&result.content).unwrap()[0]["text"],
+            "[redacted]"
+        );
     }
 }

@@ -17,10 +17,73 @@ use std::{
 
 use rmcp::model::Tool;
 
-use crate::config::{PrefixPolicy, Profile, ProfileName, ServerId};
+use crate::config::{PrefixPolicy, Profile, ProfileName, Retry, ServerId};
 pub use names::NameClash;
 use restrict::Restriction;
 pub use restrict::UnmatchedEntry;
+
+/// What a call of one tool is checked, timed and retried by: prepared once per import and
+/// carried by every view's entry, so a call resolved on a view runs by that view's rules even
+/// while a newer import is being published.
+pub struct CallPolicy {
+    /// `None`: no schema, or one that does not compile (warned at import).
+    pub input: Option<jsonschema::Validator>,
+    pub output: Option<jsonschema::Validator>,
+    /// Tool, then server, then gateway default.
+    pub timeout_ms: u64,
+    /// The tool's own retry, or the server's for tools annotated `idempotentHint`.
+    pub retry: Option<Retry>,
+}
+
+impl Default for CallPolicy {
+    /// Unvalidated, the gateway's default timeout, no retry.
+    fn default() -> Self {
+        Self {
+            input: None,
+            output: None,
+            timeout_ms: crate::config::DEFAULT_CALL_TIMEOUT_MS,
+            retry: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for CallPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallPolicy")
+            .field("input", &self.input.is_some())
+            .field("output", &self.output.is_some())
+            .field("timeout_ms", &self.timeout_ms)
+            .field("retry", &self.retry)
+            .finish()
+    }
+}
+
+impl PartialEq for CallPolicy {
+    /// Validators follow from the tool's schemas, which entries compare anyway.
+    fn eq(&self, other: &Self) -> bool {
+        self.timeout_ms == other.timeout_ms
+            && self.retry == other.retry
+            && self.input.is_some() == other.input.is_some()
+            && self.output.is_some() == other.output.is_some()
+    }
+}
+
+/// A tool as an upstream exports it, with its call policy.
+#[derive(Debug, Clone)]
+pub struct Imported {
+    pub tool: Tool,
+    pub policy: Arc<CallPolicy>,
+}
+
+impl From<Tool> for Imported {
+    /// No validation, no timeout: for tests and tools whose policy is set elsewhere.
+    fn from(tool: Tool) -> Self {
+        Self {
+            tool,
+            policy: Arc::default(),
+        }
+    }
+}
 
 /// One exposed tool and where it goes.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,6 +97,7 @@ pub struct ToolEntry {
     pub tool: Tool,
     /// Hash of `tool` as serialized: views combine these to notice a change cheaply.
     pub fingerprint: u64,
+    pub policy: Arc<CallPolicy>,
 }
 
 /// An immutable snapshot of the visible tools, shared by every reader until the next change.
@@ -105,7 +169,7 @@ struct ProfileSpec {
 #[derive(Debug)]
 pub struct Registry {
     policy: PrefixPolicy,
-    servers: BTreeMap<ServerId, Vec<Tool>>,
+    servers: BTreeMap<ServerId, Vec<Imported>>,
     profiles: Vec<ProfileSpec>,
     generation: u64,
     /// Per profile, every name it could see before restrictions, sorted: what its
@@ -161,8 +225,9 @@ impl Registry {
     }
 
     /// Sets what `server` exports (its whole list: imports are never partial) and rebuilds.
-    pub fn replace(&mut self, server: &ServerId, tools: Vec<Tool>) {
-        self.servers.insert(server.clone(), tools);
+    pub fn replace<T: Into<Imported>>(&mut self, server: &ServerId, tools: Vec<T>) {
+        self.servers
+            .insert(server.clone(), tools.into_iter().map(Into::into).collect());
         self.rebuild();
     }
 
@@ -212,7 +277,7 @@ impl Registry {
             self.servers.keys().map(|id| id.owner.as_ref()).collect();
         owners.dedup();
         for owner in owners {
-            let sources: Vec<(&ServerId, &Tool)> = self
+            let sources: Vec<(&ServerId, &Imported)> = self
                 .servers
                 .iter()
                 .filter(|(id, _)| id.owner.as_ref() == owner)
@@ -274,21 +339,22 @@ fn layer_of<'a>(
 /// Names one layer's tools by the prefix policy.
 fn name_layer(
     policy: PrefixPolicy,
-    sources: Vec<(&ServerId, &Tool)>,
+    sources: Vec<(&ServerId, &Imported)>,
 ) -> (Vec<Arc<ToolEntry>>, Vec<NameClash>) {
     let wanted: Vec<names::Upstream<'_>> = sources
         .iter()
-        .map(|(id, tool)| names::Upstream {
+        .map(|(id, imported)| names::Upstream {
             server: &id.name,
-            tool: tool.name.as_ref(),
+            tool: imported.tool.name.as_ref(),
         })
         .collect();
     let (exposed, clashes) = names::assign(policy, &wanted);
     let entries = sources
         .into_iter()
         .zip(exposed)
-        .filter_map(|((id, tool), exposed)| {
+        .filter_map(|((id, imported), exposed)| {
             let exposed = exposed?;
+            let tool = &imported.tool;
             let mut shown = tool.clone();
             shown.name = exposed.clone().into();
             Some(Arc::new(ToolEntry {
@@ -297,6 +363,7 @@ fn name_layer(
                 upstream_name: tool.name.to_string(),
                 fingerprint: fingerprint(&shown),
                 tool: shown,
+                policy: imported.policy.clone(),
             }))
         })
         .collect();

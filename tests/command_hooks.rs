@@ -183,7 +183,20 @@ async fn a_hook_that_crashes_mid_call_fails_closed_and_is_restarted() {
 #[tokio::test]
 async fn concurrent_calls_are_answered_by_call_id() {
     let work = Workdir::new("");
-    config(&work, &[("pre", "")], &[("POLICY_DENY", "echo__fail")]);
+    let requests = work.path("requests.log").display().to_string();
+    let answers = work.path("answers.log").display().to_string();
+    // The hook answers each batch of 4 last first: matching answers by position would mix
+    // allows and denies up.
+    config(
+        &work,
+        &[("pre", "")],
+        &[
+            ("POLICY_DENY", "echo__fail"),
+            ("POLICY_BATCH", "4"),
+            ("POLICY_LOG", &requests),
+            ("POLICY_ANSWER_LOG", &answers),
+        ],
+    );
     let (client, _) = stdio_client(&work).await;
     let calls = (0..20).map(|i| {
         let client = &client;
@@ -203,5 +216,98 @@ async fn concurrent_calls_are_answered_by_call_id() {
             assert_eq!(code(&result).as_deref(), Some("DENIED"));
         }
     }
+    let asked: Vec<String> = std::fs::read_to_string(&requests)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["call_id"].to_string())
+        .collect();
+    let answered: Vec<String> = std::fs::read_to_string(&answers)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(asked.len(), 20);
+    assert_ne!(asked, answered, "the hook really answered out of order");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_redaction_replaces_the_whole_result() {
+    // Content alone cannot redact a tool that promises structured content: refused, and the
+    // upstream's `{"sum": 3}` never reaches the client.
+    let work = Workdir::new("");
+    config(&work, &[("post", "")], &[("POLICY_REDACT", "echo__add")]);
+    let (client, _) = stdio_client(&work).await;
+    let refused = call(&client, "echo__add", json!({"a": 1, "b": 2}))
+        .await
+        .unwrap();
+    assert_eq!(code(&refused).as_deref(), Some("INVALID_TOOL_OUTPUT"));
+    assert_eq!(refused.structured_content, None);
+    let shown = serde_json::to_string(&refused).unwrap();
+    assert!(!shown.contains("\"sum\""), "{shown}");
+    client.cancel().await.unwrap();
+
+    // With a new structuredContent the replacement is whole, and checked against the schema.
+    let work = Workdir::new("");
+    config(
+        &work,
+        &[("post", "")],
+        &[
+            ("POLICY_REDACT", "echo__add"),
+            ("POLICY_STRUCTURED", r#"{"sum": -1}"#),
+        ],
+    );
+    let (client, _) = stdio_client(&work).await;
+    let replaced = call(&client, "echo__add", json!({"a": 1, "b": 2}))
+        .await
+        .unwrap();
+    assert_eq!(code(&replaced), None, "{replaced:?}");
+    assert_eq!(replaced.structured_content, Some(json!({"sum": -1})));
+    assert_eq!(text(&replaced), "[redacted]");
+    client.cancel().await.unwrap();
+
+    let work = Workdir::new("");
+    config(
+        &work,
+        &[("post", "")],
+        &[
+            ("POLICY_REDACT", "echo__add"),
+            ("POLICY_STRUCTURED", r#"{"sum": "three"}"#),
+        ],
+    );
+    let (client, _) = stdio_client(&work).await;
+    let invalid = call(&client, "echo__add", json!({"a": 1, "b": 2}))
+        .await
+        .unwrap();
+    assert_eq!(code(&invalid).as_deref(), Some("INVALID_TOOL_OUTPUT"));
+    assert!(text(&invalid).contains("/sum"), "{}", text(&invalid));
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_size_cap_applies_after_post_hooks() {
+    let work = Workdir::new("");
+    let big = "x".repeat(2000);
+    config(
+        &work,
+        &[("post", "")],
+        &[
+            ("POLICY_REDACT", "echo__echo"),
+            ("POLICY_REDACT_TEXT", &big),
+        ],
+    );
+    let toml = std::fs::read_to_string(work.config()).unwrap();
+    std::fs::write(
+        work.config(),
+        format!("[gateway]\nmax_result_bytes = 1000\n\n{toml}"),
+    )
+    .unwrap();
+    let (client, _) = stdio_client(&work).await;
+    // The upstream's own answer is small; the hook's replacement is not.
+    let capped = call(&client, "echo__echo", json!({"text": "small"}))
+        .await
+        .unwrap();
+    assert_eq!(code(&capped).as_deref(), Some("RESULT_TOO_LARGE"));
+    assert!(!text(&capped).contains("xxxx"), "{}", text(&capped));
     client.cancel().await.unwrap();
 }

@@ -80,7 +80,7 @@ impl PostHook for Post {
                 .lock()
                 .unwrap()
                 .push(("post", upstream_calls(&self.1)));
-            PostDecision::Accept { content: None }
+            PostDecision::KEEP
         })
     }
 }
@@ -97,7 +97,7 @@ async fn start(trace: &Trace, work: &Workdir) -> Arc<Gateway> {
         gates: vec![Arc::new(Gate(trace.clone(), log.clone()))],
         wrappers: vec![Arc::new(Wrapper(trace.clone(), log.clone()))],
         posts: vec![Arc::new(Post(trace.clone(), log))],
-        audit: None,
+        ..Stages::default()
     };
     Gateway::start_with(
         config,

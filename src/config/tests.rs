@@ -178,7 +178,8 @@ fn hooks_and_limits_validate_with_defaults() {
         config.hooks[1].transport,
         HookTransport::Command {
             program: "policy".into(),
-            args: vec!["--strict".into()]
+            args: vec!["--strict".into()],
+            env: BTreeMap::new(),
         }
     );
 }
@@ -201,5 +202,38 @@ fn bad_hooks_name_their_key() {
     assert!(
         retry.to_string().contains("servers.a.retry.attempts"),
         "{retry}"
+    );
+}
+
+#[test]
+fn passthrough_resolves_named_variables_only() {
+    let config = parse(
+        "[servers.x]\ncommand = \"a\"\nenv = { OWN = \"1\" }\nenv_passthrough = [\"TOKEN\", \"UNSET_ONE\"]\n\n[[hooks]]\nstage = \"pre\"\ncommand = [\"h\"]\nenv_passthrough = [\"TOKEN\"]\n",
+    )
+    .unwrap();
+    let Transport::Stdio { env, .. } = &config.servers[0].transport else {
+        panic!("stdio expected");
+    };
+    let expected: BTreeMap<String, String> = [
+        ("OWN".to_owned(), "1".to_owned()),
+        ("TOKEN".to_owned(), "s3cret".to_owned()),
+    ]
+    .into();
+    assert_eq!(env, &expected, "an unset passthrough name is skipped");
+    let HookTransport::Command { env, .. } = &config.hooks[0].transport else {
+        panic!("command hook expected");
+    };
+    assert_eq!(env.get("TOKEN").map(String::as_str), Some("s3cret"));
+    let bad = parse("[servers.x]\ncommand = \"a\"\nenv_passthrough = [\"A-B\"]\n").unwrap_err();
+    assert!(
+        bad.to_string().contains("servers.x.env_passthrough[0]"),
+        "{bad}"
+    );
+    let http =
+        parse("[[hooks]]\nstage = \"pre\"\nhttp = \"http://h\"\nenv_passthrough = [\"TOKEN\"]\n")
+            .unwrap_err();
+    assert!(
+        http.to_string().contains("hooks[0].env_passthrough"),
+        "{http}"
     );
 }

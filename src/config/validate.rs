@@ -238,6 +238,17 @@ fn hook_config(
     let key = format!("hooks[{index}]");
     let transport = match (hook.http, hook.command) {
         (Some(url), None) => {
+            for (field, present) in [
+                ("env", !hook.env.is_empty()),
+                ("env_passthrough", !hook.env_passthrough.is_empty()),
+            ] {
+                if present {
+                    return Err(invalid(
+                        format!("{key}.{field}"),
+                        format!("`{field}` applies to `command` hooks only"),
+                    ));
+                }
+            }
             let url = expand_vars(&url, lookup).map_err(|m| invalid(format!("{key}.http"), m))?;
             if !(url.starts_with("http://") || url.starts_with("https://")) {
                 return Err(invalid(
@@ -262,9 +273,17 @@ fn hook_config(
                     "expected a program and its arguments, found an empty list".into(),
                 ));
             };
+            let mut env = BTreeMap::new();
+            for (name, value) in &hook.env {
+                let value = expand_vars(value, lookup)
+                    .map_err(|m| invalid(format!("{key}.env.{name}"), m))?;
+                env.insert(name.clone(), value);
+            }
+            pass_through(&mut env, &hook.env_passthrough, &key, invalid, lookup)?;
             HookTransport::Command {
                 program,
                 args: parts.collect(),
+                env,
             }
         }
         (Some(_), Some(_)) => {
@@ -351,10 +370,12 @@ fn transport(
                 Some(cwd) => Some(PathBuf::from(expand(cwd, format!("{key}.cwd"))?)),
                 None => None,
             };
+            let mut env = expand_map(&server.env, "env")?;
+            pass_through(&mut env, &server.env_passthrough, key, invalid, lookup)?;
             Ok(Transport::Stdio {
                 command,
                 args,
-                env: expand_map(&server.env, "env")?,
+                env,
                 cwd,
             })
         }
@@ -362,6 +383,7 @@ fn transport(
             for (field, present) in [
                 ("args", !server.args.is_empty()),
                 ("env", !server.env.is_empty()),
+                ("env_passthrough", !server.env_passthrough.is_empty()),
                 ("cwd", server.cwd.is_some()),
             ] {
                 if present {
@@ -394,6 +416,32 @@ fn transport(
                 .into(),
         )),
     }
+}
+
+/// Adds the named variables of the gateway's environment to `env` (an explicit `env` entry
+/// wins). An unset one is skipped: passing through means "if the gateway has it".
+fn pass_through(
+    env: &mut BTreeMap<String, String>,
+    names: &[String],
+    key: &str,
+    invalid: &dyn Fn(String, String) -> ConfigError,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<(), ConfigError> {
+    for (i, name) in names.iter().enumerate() {
+        let legal = !name.is_empty()
+            && !name.starts_with(|c: char| c.is_ascii_digit())
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !legal {
+            return Err(invalid(
+                format!("{key}.env_passthrough[{i}]"),
+                format!("expected an environment variable name, found {name:?}"),
+            ));
+        }
+        if let Some(value) = lookup(name) {
+            env.entry(name.clone()).or_insert(value);
+        }
+    }
+    Ok(())
 }
 
 /// Replaces each `${NAME}` with the variable's value; `$$` is a literal `$`. An unset

@@ -1,7 +1,7 @@
 //! A command hook: one long-lived process, JSON lines both ways, answers matched by `call_id`.
 
 use std::{
-    collections::HashMap,
+    collections::{BTreeMap, HashMap},
     process::Stdio,
     sync::{
         Arc, Mutex,
@@ -26,6 +26,7 @@ pub struct CommandHook {
     key: String,
     program: String,
     args: Vec<String>,
+    env: BTreeMap<String, String>,
     running: tokio::sync::Mutex<Option<Running>>,
 }
 
@@ -38,17 +39,24 @@ struct Running {
 }
 
 impl CommandHook {
-    pub fn new(key: String, program: String, args: Vec<String>) -> Self {
+    pub fn new(
+        key: String,
+        program: String,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+    ) -> Self {
         Self {
             key,
             program,
             args,
+            env,
             running: tokio::sync::Mutex::new(None),
         }
     }
 
     fn spawn(&self) -> Result<Running, HookError> {
         let mut wrap = CommandWrap::with_new(&self.program, |cmd| {
+            crate::child::set_env(cmd, &self.env);
             cmd.args(&self.args)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())

@@ -5,7 +5,9 @@ use std::{collections::HashMap, time::Duration};
 use rmcp::model::{CallToolResult, ElicitRequestParams, ElicitationAction, ElicitationSchema};
 use tokio_util::sync::CancellationToken;
 
-use super::{Around, BoxFuture, CallError, DENIED, Next, PostDecision, PostHook, ToolCall};
+use rmcp::model::Tool;
+
+use super::{Around, BoxFuture, CallError, DENIED, Next, ToolCall};
 use crate::config::{Config, Retry, ServerId, ToolPolicy};
 
 /// Limits configured for one server and its tools.
@@ -17,10 +19,19 @@ pub struct ServerLimits {
 }
 
 /// Every server's limits plus the gateway default, resolved per call.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Limits {
     default_timeout_ms: u64,
     servers: HashMap<ServerId, ServerLimits>,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            default_timeout_ms: crate::config::DEFAULT_CALL_TIMEOUT_MS,
+            servers: HashMap::new(),
+        }
+    }
 }
 
 impl Limits {
@@ -46,38 +57,29 @@ impl Limits {
         }
     }
 
-    /// Tool, then server, then gateway default.
-    fn timeout_ms(&self, call: &ToolCall) -> u64 {
-        let server = self.servers.get(&call.entry.server);
-        let tool = server.and_then(|s| s.tools.get(&call.entry.upstream_name));
-        tool.and_then(|t| t.timeout_ms)
-            .or_else(|| server.and_then(|s| s.timeout_ms))
-            .unwrap_or(self.default_timeout_ms)
-    }
-
-    /// A tool's own `retry`, or the server's for tools annotated `idempotentHint`; else none.
-    fn retry(&self, call: &ToolCall) -> Option<Retry> {
-        let server = self.servers.get(&call.entry.server)?;
-        if let Some(retry) = server
-            .tools
-            .get(&call.entry.upstream_name)
-            .and_then(|t| t.retry)
-        {
-            return Some(retry);
-        }
-        let idempotent = call
-            .entry
-            .tool
+    /// `tool`'s time limit (tool, then server, then gateway default) and retry (the tool's
+    /// own, or the server's for tools annotated `idempotentHint`), resolved at import.
+    pub fn for_tool(&self, server: &ServerId, tool: &Tool) -> (u64, Option<Retry>) {
+        let limits = self.servers.get(server);
+        let own = limits.and_then(|s| s.tools.get(tool.name.as_ref()));
+        let timeout_ms = own
+            .and_then(|t| t.timeout_ms)
+            .or_else(|| limits.and_then(|s| s.timeout_ms))
+            .unwrap_or(self.default_timeout_ms);
+        let idempotent = tool
             .annotations
             .as_ref()
             .and_then(|a| a.idempotent_hint)
             .unwrap_or(false);
-        server.retry.filter(|_| idempotent)
+        let retry = own
+            .and_then(|t| t.retry)
+            .or_else(|| limits.and_then(|s| s.retry).filter(|_| idempotent));
+        (timeout_ms, retry)
     }
 }
 
 /// Ends a call that takes too long: cancels it upstream and answers `TOOL_TIMEOUT`.
-pub struct Timeout(pub std::sync::Arc<Limits>);
+pub struct Timeout;
 
 impl Around for Timeout {
     fn around<'a>(
@@ -87,7 +89,7 @@ impl Around for Timeout {
         next: Next<'a>,
     ) -> BoxFuture<'a, Result<CallToolResult, CallError>> {
         Box::pin(async move {
-            let limit = self.0.timeout_ms(call);
+            let limit = call.entry.policy.timeout_ms;
             // A child token: expiry cancels this attempt upstream, not the client's request.
             let attempt = cancel.child_token();
             let mut running = next.run(call, attempt.clone());
@@ -106,7 +108,7 @@ impl Around for Timeout {
 }
 
 /// Tries again after a transient failure, for calls configured retryable.
-pub struct RetryTransient(pub std::sync::Arc<Limits>);
+pub struct RetryTransient;
 
 impl Around for RetryTransient {
     fn around<'a>(
@@ -116,7 +118,7 @@ impl Around for RetryTransient {
         next: Next<'a>,
     ) -> BoxFuture<'a, Result<CallToolResult, CallError>> {
         Box::pin(async move {
-            let Some(retry) = self.0.retry(call) else {
+            let Some(retry) = call.entry.policy.retry else {
                 return next.run(call, cancel).await;
             };
             let mut attempt = 1;
@@ -158,31 +160,16 @@ impl std::io::Write for ByteCounter {
     }
 }
 
-/// Refuses results larger than the cap: a flood would fill the model's context.
-pub struct SizeCap(pub usize);
-
-impl PostHook for SizeCap {
-    fn after<'a>(
-        &'a self,
-        _call: &'a ToolCall,
-        result: &'a CallToolResult,
-    ) -> BoxFuture<'a, PostDecision> {
-        Box::pin(async move {
-            let mut counter = ByteCounter(0);
-            // Counted, not built: the result is serialized again on its way out anyway.
-            let size = serde_json::to_writer(&mut counter, result).map_or(0, |()| counter.0);
-            if size > self.0 {
-                PostDecision::Block {
-                    feedback: format!(
-                        "tool result is {size} bytes, over the {}-byte limit",
-                        self.0
-                    ),
-                    code: "RESULT_TOO_LARGE",
-                }
-            } else {
-                PostDecision::Accept { content: None }
-            }
-        })
+/// Refuses results larger than the cap: a flood would fill the model's context. Applied last,
+/// to what the client would really receive (after every post hook).
+pub fn check_size(result: &CallToolResult, limit: usize) -> Result<(), CallError> {
+    let mut counter = ByteCounter(0);
+    // Counted, not built: the result is serialized again on its way out anyway.
+    let size = serde_json::to_writer(&mut counter, result).map_or(0, |()| counter.0);
+    if size > limit {
+        Err(CallError::TooLarge { size, limit })
+    } else {
+        Ok(())
     }
 }
 

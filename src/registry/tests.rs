@@ -306,3 +306,35 @@ fn run_code_is_reserved_in_every_layer() {
     assert!(view_of(&registry, "ops").get("run_code").is_none());
     assert!(matches!(registry.clashes()[0], NameClash::Reserved { .. }));
 }
+
+#[test]
+fn a_view_keeps_the_call_policy_it_was_built_with() {
+    // A call resolved on a view is validated and timed by that view's entry, even after a
+    // re-import published new rules (no side table keyed by name to race with).
+    let mut registry = Registry::new(PrefixPolicy::Always, &[default_profile()]);
+    let first = Arc::new(CallPolicy {
+        timeout_ms: 1_000,
+        ..CallPolicy::default()
+    });
+    registry.replace(
+        &server("s"),
+        vec![Imported {
+            tool: tool("a"),
+            policy: first.clone(),
+        }],
+    );
+    let old = view(&registry);
+    registry.replace(
+        &server("s"),
+        vec![Imported {
+            tool: tool("a"),
+            policy: Arc::new(CallPolicy {
+                timeout_ms: 2_000,
+                ..CallPolicy::default()
+            }),
+        }],
+    );
+    let new = view(&registry);
+    assert!(Arc::ptr_eq(&old.get("s__a").unwrap().policy, &first));
+    assert_eq!(new.get("s__a").unwrap().policy.timeout_ms, 2_000);
+}

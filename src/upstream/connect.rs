@@ -82,8 +82,8 @@ pub async fn connect(config: &ServerConfig, handler: UpstreamClient) -> Result<C
             cwd,
         } => {
             let mut wrap = CommandWrap::with_new(command, |cmd| {
+                crate::child::set_env(cmd, env);
                 cmd.args(args)
-                    .envs(env)
                     .stdin(Stdio::piped())
                     .stdout(Stdio::piped())
                     .stderr(Stdio::piped());
