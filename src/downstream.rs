@@ -211,27 +211,41 @@ async fn announce_changes(
     }
 }
 
-/// Resolves on SIGTERM or SIGINT (Ctrl-C), so either stops the gateway cleanly.
-pub async fn termination() {
+/// SIGTERM and SIGINT handlers, registered when this is made (not when first awaited), so
+/// that no signal between start and the first await kills the process by default action.
+pub struct Termination {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    // SIGTERM: a service manager or `kill` asks us to stop.
-                    _ = term.recv() => {}
-                    // SIGINT: Ctrl-C.
-                    _ = tokio::signal::ctrl_c() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
+    term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    interrupt: tokio::signal::unix::Signal,
+}
+
+impl Termination {
+    /// Must run inside the runtime.
+    pub fn register() -> std::io::Result<Self> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Ok(Self {
+                term: signal(SignalKind::terminate())?,
+                interrupt: signal(SignalKind::interrupt())?,
+            })
         }
+        #[cfg(not(unix))]
+        Ok(Self {})
     }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
+
+    /// Resolves on SIGTERM (a service manager or `kill`) or SIGINT (Ctrl-C).
+    pub async fn wait(mut self) {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.interrupt.recv() => {}
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = &mut self;
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }

@@ -35,26 +35,26 @@ pub enum StartError {
     },
     #[error("cannot open the audit log {path}: {error}")]
     AuditLog { path: String, error: std::io::Error },
-    /// An allow/deny entry that matches no tool of any configured server: a typo, loudly.
-    #[error("{file}: {}", describe_unmatched(.entries, .known))]
+    /// An allow/deny or hook `tools` entry that matches no tool of any configured server: a
+    /// typo that would silently switch a policy off, so it stops the start.
+    #[error("{file}: {}", describe_unmatched(.entries))]
     UnmatchedRestriction {
         file: String,
         entries: Vec<UnmatchedEntry>,
-        known: Vec<String>,
     },
 }
 
-fn describe_unmatched(entries: &[UnmatchedEntry], known: &[String]) -> String {
+fn describe_unmatched(entries: &[UnmatchedEntry]) -> String {
     let each: Vec<String> = entries
         .iter()
-        .map(|e| {
-            format!(
-                "key `profiles.{}.{}`: entry {:?} matches no tool",
-                e.profile, e.field, e.entry
-            )
-        })
+        .map(|e| format!("key `{}`: entry {:?} matches no tool", e.key, e.entry))
         .collect();
-    format!("{}; known tools: {}", each.join("; "), known.join(", "))
+    // The first entry's known names: the list a typo is most likely to be fixed from.
+    let known = entries
+        .first()
+        .map(|e| e.known.join(", "))
+        .unwrap_or_default();
+    format!("{}; known tools: {known}", each.join("; "))
 }
 
 fn describe(clashes: &[NameClash]) -> String {
@@ -242,36 +242,40 @@ fn check_at_start(
             clashes: registry.clashes().to_vec(),
         });
     }
-    let down: Vec<String> = upstreams
+    let down: Vec<&crate::config::ServerName> = upstreams
         .iter()
         .filter(|u| !matches!(u.state(), crate::upstream::ServerState::Ready { .. }))
-        .map(|u| format!("{}{}", u.name(), crate::registry::names::SEPARATOR))
+        .map(|u| &u.name().name)
         .collect();
-    let (warnings, errors): (Vec<_>, Vec<_>) =
-        registry.unmatched_entries().into_iter().partition(|e| {
-            down.iter()
-                .any(|prefix| e.entry.starts_with(prefix.as_str()))
-        });
+    let mut unmatched = registry.unmatched_entries();
+    for hook in &config.hooks {
+        unmatched.extend(registry.unmatched_globs(
+            &format!("{}.tools", hook.key),
+            &hook.tools,
+            &hook.profiles,
+        ));
+    }
+    let (warnings, errors): (Vec<_>, Vec<_>) = unmatched.into_iter().partition(|e| {
+        down.iter()
+            .any(|server| registry.could_name_server(&e.entry, server))
+    });
     for entry in warnings {
         tracing::warn!(
-            profile = %entry.profile,
-            "entry {:?} in `{}` names a server that is down; it matches nothing for now",
+            "entry {:?} in `{}` matches no tool; it may name a server that is down ({}), so it is a warning for now",
             entry.entry,
-            entry.field
+            entry.key,
+            down.iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         );
     }
     if errors.is_empty() {
         Ok(())
     } else {
-        // The first profile's known names: the list a typo is most likely to be fixed from.
-        let known = errors
-            .first()
-            .map(|e| registry.known_names(&e.profile).to_vec())
-            .unwrap_or_default();
         Err(StartError::UnmatchedRestriction {
             file: config.source.clone(),
             entries: errors,
-            known,
         })
     }
 }

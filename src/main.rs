@@ -31,6 +31,10 @@ struct Cli {
     /// The profile whose tools to serve, list or call (default: `default`).
     #[arg(long, short, global = true, value_name = "NAME")]
     profile: Option<String>,
+    /// How log lines on stderr look: `text` (coloured only on a terminal) or `json` (one
+    /// object per line, for log collectors).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -60,19 +64,30 @@ enum Command {
     },
 }
 
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let default_level = match cli.command {
         Command::Serve { .. } => "info",
         _ => "warn",
     };
-    tracing_subscriber::fmt()
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| format!("toolgate={default_level},rmcp=error").into());
+    let logs = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| format!("toolgate={default_level},rmcp=error").into()),
-        )
-        .init();
+        .with_env_filter(filter);
+    match cli.log_format {
+        // Colour codes are noise in a file or a pipe (Claude Desktop keeps stderr in a log).
+        LogFormat::Text => logs
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+        LogFormat::Json => logs.json().init(),
+    }
 
     let config = match config::load(&cli.config) {
         Ok(config) => config,
@@ -133,17 +148,23 @@ fn select_profile(
 }
 
 async fn run(command: Command, config: config::Config, profile: ProfileName) -> ExitCode {
-    // Listen for SIGTERM/SIGINT from the very start, so a signal during startup or before the
-    // first client still shuts the upstreams down instead of killing the process outright.
+    // Handlers for SIGTERM/SIGINT are registered here, before anything is spawned, so a
+    // signal during startup or before the first client still shuts the upstreams down
+    // instead of killing the process while its children live on in their own groups.
+    let signals = match downstream::Termination::register() {
+        Ok(signals) => signals,
+        Err(error) => {
+            eprintln!("toolgate: cannot listen for signals: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
     let stop = CancellationToken::new();
     let on_signal = stop.clone();
     tokio::spawn(async move {
-        downstream::termination().await;
+        signals.wait().await;
         tracing::info!("stopping on signal");
         on_signal.cancel();
     });
-    // Let that task register its handlers before anything else starts.
-    tokio::task::yield_now().await;
     let options = StartOptions {
         audit_log: match &command {
             Command::Serve { audit_log, .. } => audit_log.clone(),

@@ -263,6 +263,50 @@ impl Registry {
             .collect()
     }
 
+    /// Entries of a hook's `tools` (written at `key`) that match no name any of `profiles`
+    /// (every profile when empty) could see. The bare `*` of a hook without `tools` is exempt:
+    /// it means "every tool", even when there is none yet.
+    pub fn unmatched_globs(
+        &self,
+        key: &str,
+        globs: &[String],
+        profiles: &[ProfileName],
+    ) -> Vec<UnmatchedEntry> {
+        let mut known: Vec<String> = self
+            .known
+            .iter()
+            .filter(|(profile, _)| profiles.is_empty() || profiles.contains(profile))
+            .flat_map(|(_, names)| names.iter().cloned())
+            .collect();
+        known.sort();
+        known.dedup();
+        globs
+            .iter()
+            .filter(|glob| glob.as_str() != "*")
+            .filter(|glob| !known.iter().any(|name| restrict::glob_match(glob, name)))
+            .map(|glob| UnmatchedEntry {
+                key: key.to_owned(),
+                entry: glob.clone(),
+                known: known.clone(),
+            })
+            .collect()
+    }
+
+    /// Whether `entry` could name a tool of the server `server` once it is up: under
+    /// `prefix = "always"` only an entry that can start with `{server}__`; under the other
+    /// policies a tool may keep its bare name, so any entry could.
+    pub fn could_name_server(&self, entry: &str, server: &crate::config::ServerName) -> bool {
+        match self.policy {
+            PrefixPolicy::Always => {
+                let prefix = format!("{}{}", server.as_str(), names::SEPARATOR);
+                let head = entry.split('*').next().unwrap_or_default();
+                let has_glob = entry.contains('*');
+                head.starts_with(&prefix) || (has_glob && prefix.starts_with(head))
+            }
+            PrefixPolicy::OnConflict | PrefixPolicy::Never => true,
+        }
+    }
+
     /// Names that could not be exposed, with why.
     pub fn clashes(&self) -> &[NameClash] {
         &self.clashes
@@ -310,11 +354,22 @@ impl Registry {
             names.dedup();
             known.insert(spec.name.clone(), names);
 
-            // Restrictions mask what is inherited; a profile's own tools are explicit grants.
-            let admitted = inherited
-                .entries
-                .into_iter()
-                .filter(|entry| spec.chain.iter().all(|r| r.admits(&entry.exposed)));
+            // Restrictions mask what is inherited; a profile's own tools are explicit grants,
+            // for it and for the profiles extending it: an ancestor's own tool is masked only
+            // by the profiles between it and this one, never by the ancestor's own mask.
+            let admitted = inherited.entries.into_iter().filter(|entry| {
+                let masks = match &entry.server.owner {
+                    Some(owner) => spec
+                        .lineage
+                        .iter()
+                        .position(|p| p == owner)
+                        .unwrap_or(spec.chain.len()),
+                    None => spec.chain.len(),
+                };
+                spec.chain[..masks.min(spec.chain.len())]
+                    .iter()
+                    .all(|r| r.admits(&entry.exposed))
+            });
             let mut visible = Layered::new(&[]);
             visible.entries.extend(admitted);
             visible.reindex();

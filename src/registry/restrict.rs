@@ -11,13 +11,15 @@ pub struct Restriction {
     deny: Vec<String>,
 }
 
-/// An allow/deny entry that matches nothing any configured server exports.
+/// A name list entry (a profile's `allow`/`deny`, a hook's `tools`) that matches nothing
+/// the servers it could apply to export.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnmatchedEntry {
-    pub profile: ProfileName,
-    /// `allow` or `deny`.
-    pub field: &'static str,
+    /// Where it is written, e.g. `profiles.ops.allow` or `hooks[0].tools`.
+    pub key: String,
     pub entry: String,
+    /// The names it could have matched, sorted.
+    pub known: Vec<String>,
 }
 
 impl Restriction {
@@ -45,9 +47,9 @@ impl Restriction {
             .chain(deny)
             .filter(|(_, entry)| !known.iter().any(|name| glob_match(entry, name)))
             .map(|(field, entry)| UnmatchedEntry {
-                profile: self.profile.clone(),
-                field,
+                key: format!("profiles.{}.{field}", self.profile),
                 entry: entry.clone(),
+                known: known.to_vec(),
             })
             .collect()
     }

@@ -152,9 +152,15 @@ fn unmatched_entries_are_reported_with_sorted_known_names() {
     let unmatched = registry.unmatched_entries();
     let entries: Vec<(&str, &str)> = unmatched
         .iter()
-        .map(|u| (u.field, u.entry.as_str()))
+        .map(|u| (u.key.as_str(), u.entry.as_str()))
         .collect();
-    assert_eq!(entries, [("allow", "gh__get_isue"), ("deny", "nothing*")]);
+    assert_eq!(
+        entries,
+        [
+            ("profiles.typo.allow", "gh__get_isue"),
+            ("profiles.typo.deny", "nothing*")
+        ]
+    );
     assert_eq!(
         registry.known_names(&ProfileName::parse("typo").unwrap()),
         [
@@ -337,4 +343,24 @@ fn a_view_keeps_the_call_policy_it_was_built_with() {
     let new = view(&registry);
     assert!(Arc::ptr_eq(&old.get("s__a").unwrap().policy, &first));
     assert_eq!(new.get("s__a").unwrap().policy.timeout_ms, 2_000);
+}
+
+#[test]
+fn a_parents_own_tools_reach_its_children_past_the_parents_allow() {
+    // `lead` allows only one global tool; its own server's tools are never masked, for it
+    // and for `junior`, which masks them with its own restrictions only.
+    let mut registry = with_profiles(&[
+        default_profile(),
+        profile("lead", None, Some(&["gh__get_issue"]), None),
+        profile("junior", Some("lead"), None, Some(&["ops__deploy"])),
+    ]);
+    registry.replace(&owned("lead", "ops"), vec![tool("status"), tool("deploy")]);
+    assert_eq!(
+        names(&view_of(&registry, "lead")),
+        ["gh__get_issue", "ops__status", "ops__deploy"]
+    );
+    assert_eq!(
+        names(&view_of(&registry, "junior")),
+        ["gh__get_issue", "ops__status"]
+    );
 }
