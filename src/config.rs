@@ -5,6 +5,7 @@
 //! rejected), then [`validate`](validate::validate) turns it into a typed [`Config`]
 //! (`${VAR}` expanded, names checked, transport chosen).
 
+mod code;
 mod validate;
 
 use std::{
@@ -19,6 +20,7 @@ use figment::{
 };
 use serde::Deserialize;
 
+pub use code::{CodeSettings, Mode, RawCode, SdkForm};
 pub use validate::validate;
 
 /// Prefix of the environment variables that override the file (`TOOLGATE_GATEWAY__PREFIX=never`).
@@ -87,6 +89,15 @@ pub struct RawGateway {
     /// Write call arguments into the audit log (they may hold secrets, so off by default).
     #[serde(default)]
     pub audit_arguments: bool,
+    /// `native` (default), `code` or `both`: the default of every profile.
+    pub mode: Option<Mode>,
+    /// How `run_code` shows the tools: `inline`, `catalog` or `auto` (default).
+    pub sdk: Option<SdkForm>,
+    /// `auto` switches to `catalog` above this many (estimated) tokens.
+    pub sdk_inline_max_tokens: Option<usize>,
+    /// Limits of `run_code` runs and the worker pool.
+    #[serde(default)]
+    pub code: RawCode,
 }
 
 /// How one call of a tool may be retried.
@@ -165,6 +176,8 @@ pub struct RawProfile {
     /// Servers whose tools exist for this profile (and profiles extending it) only.
     #[serde(default)]
     pub servers: BTreeMap<String, RawServer>,
+    /// `native`, `code` or `both`; inherited along `extends`, else the gateway's.
+    pub mode: Option<Mode>,
 }
 
 /// One `[servers.NAME]` table as written: either `command` (stdio) or `url` (streamable HTTP).
@@ -259,6 +272,8 @@ impl fmt::Display for ProfileName {
 pub struct Profile {
     pub name: ProfileName,
     pub extends: Option<ProfileName>,
+    /// As written; [`Config::mode_of`] resolves inheritance.
+    pub mode: Option<Mode>,
     pub allow: Option<Vec<String>>,
     pub deny: Option<Vec<String>>,
     pub tokens: Vec<Secret>,
@@ -377,6 +392,27 @@ pub struct Config {
     pub max_result_bytes: usize,
     pub audit_arguments: bool,
     pub hooks: Vec<HookConfig>,
+    /// Code mode: the gateway's default mode, the SDK form, run limits.
+    pub code: CodeSettings,
+}
+
+impl Config {
+    /// `profile`'s mode: its own, else the nearest ancestor's, else the gateway's.
+    pub fn mode_of(&self, profile: &ProfileName) -> Mode {
+        let mut next = self.profiles.iter().find(|p| &p.name == profile);
+        // Bounded: validation rejects cycles, and this cannot loop past the profile count.
+        for _ in 0..=self.profiles.len() {
+            let Some(p) = next else { break };
+            if let Some(mode) = p.mode {
+                return mode;
+            }
+            next = p
+                .extends
+                .as_ref()
+                .and_then(|parent| self.profiles.iter().find(|q| &q.name == parent));
+        }
+        self.code.mode
+    }
 }
 
 /// Default time limit of a call: one minute.

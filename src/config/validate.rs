@@ -48,7 +48,15 @@ pub fn validate(
             "expected a positive number of milliseconds".into(),
         ));
     }
+    let code = super::CodeSettings::from_raw(
+        gateway.mode,
+        gateway.sdk,
+        gateway.sdk_inline_max_tokens,
+        &gateway.code,
+        &invalid,
+    )?;
     Ok(Config {
+        code,
         call_timeout_ms,
         max_result_bytes: gateway.max_result_bytes.unwrap_or(DEFAULT_MAX_RESULT_BYTES),
         audit_arguments: gateway.audit_arguments,
@@ -131,6 +139,7 @@ fn profiles(
         profiles.push(Profile {
             name: parsed,
             extends,
+            mode: profile.mode,
             allow: profile.allow.clone(),
             deny: profile.deny.clone(),
             tokens,
@@ -168,6 +177,7 @@ fn profiles(
         profiles.push(Profile {
             name: ProfileName::default_profile(),
             extends: None,
+            mode: None,
             allow: None,
             deny: None,
             tokens: Vec::new(),

@@ -46,6 +46,7 @@ fn profile(
     Profile {
         name: ProfileName::parse(name).unwrap(),
         extends: extends.map(|p| ProfileName::parse(p).unwrap()),
+        mode: None,
         allow: list(allow),
         deny: list(deny),
         tokens: Vec::new(),
