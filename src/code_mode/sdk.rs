@@ -438,4 +438,6 @@ fn tool_doc(tool: &rmcp::model::Tool) -> Vec<String> {
 }
 
 #[cfg(test)]
+mod golden_tests;
+#[cfg(test)]
 mod tests;
