@@ -454,8 +454,10 @@ fn token_estimate_is_monotone_and_rough() {
     assert_eq!(estimate_tokens("hello"), 1);
     assert_eq!(estimate_tokens("hello world"), 2);
     assert_eq!(estimate_tokens("a: number;"), 4);
+    assert_eq!(estimate_tokens("/** x */"), 3);
     assert_eq!(estimate_tokens("12345678"), 3);
-    assert_eq!(estimate_tokens("日本語"), 3);
+    assert_eq!(estimate_tokens("日本語"), 2);
+    assert_eq!(estimate_tokens("  \n\t "), 0);
     let a = "type EchoAddArgs = {\n  a: number;\n};\n";
     assert!(estimate_tokens(&a.repeat(2)) >= estimate_tokens(a) * 2 - 1);
 }
