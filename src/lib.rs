@@ -31,6 +31,7 @@
 //! view's fingerprint changed gets `notifications/tools/list_changed`.
 
 pub mod child;
+pub mod code_mode;
 pub mod config;
 pub mod downstream;
 pub mod error;

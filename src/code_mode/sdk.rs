@@ -1,0 +1,452 @@
+//! The code-mode SDK: visible tools → the TypeScript text of `run_code`'s description, and a catalog for large sets. Pure.
+//!
+//! Inline form: fixed usage instructions, then per tool an args type and a result type and a
+//! JSDoc'd member of `declare const tools`. Catalog form (for tool sets too large to list):
+//! the same instructions, the `catalog` API, and one line per server; the program then finds
+//! tools with `catalog.search` and reads one's declaration with `catalog.describe`.
+//! Everything is sorted by tool name, so an unchanged set gives byte-identical text.
+
+mod catalog;
+mod schema_ts;
+mod text;
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt::Write as _;
+
+pub use catalog::Catalog;
+pub use schema_ts::schema_to_ts;
+
+/// One tool as the SDK shows it. Built by the caller from the registry view.
+#[derive(Debug, Clone, Copy)]
+pub struct SdkTool<'a> {
+    /// Exposed name, e.g. `echo__add` or `my-tool`.
+    pub name: &'a str,
+    /// The server the tool comes from (for the catalog).
+    pub server: &'a str,
+    /// Description, input and output schemas, annotations.
+    pub tool: &'a rmcp::model::Tool,
+}
+
+/// How `run_code`'s description presents the tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum SdkForm {
+    /// Every declaration in the description.
+    Inline,
+    /// Servers and the `catalog` API only.
+    Catalog,
+    /// Inline unless that would exceed the token budget.
+    #[default]
+    Auto,
+}
+
+/// Servers listed by name in the catalog form; the rest are summed up in one line, so the
+/// description stays the same size however many servers there are.
+const MAX_CATALOG_SERVERS: usize = 30;
+/// Longest server name shown in the catalog form.
+const MAX_SERVER_NAME_CHARS: usize = 64;
+
+/// The instructions common to both forms.
+macro_rules! usage_common {
+    () => {
+        "Run a JavaScript program that calls tools and returns what you need. \
+TypeScript type annotations are accepted (they are stripped, not checked).
+- The program is the body of an async function: use `await`, and `return` the result.
+- Call a tool as `await tools.name(args)`; a name that is not an identifier is called as \
+`tools[\"my-tool\"](args)`. `args` may be left out when no argument is required.
+- A call resolves to the tool's structured content when it has some; else to its single text \
+block, JSON-parsed when it is JSON; else to its content array.
+- A failed call rejects with a `ToolCallError` {toolName, code, message}; catch it to carry on.
+- Calls to `@readOnly` tools may run in parallel (`await Promise.all([...])`); other calls run \
+one at a time, in the order made.
+- You get back what the program logs with `console.log` (or info/warn/error/debug), then the \
+returned value: a string as is, anything else as JSON. Return only what you need.
+- Nothing else is available: no import/require, fetch, file system, process or timers.
+"
+    };
+}
+
+const USAGE_INLINE: &str = concat!(usage_common!(), "\nThe tools:");
+
+const USAGE_CATALOG: &str = concat!(
+    usage_common!(),
+    "
+There are too many tools to list here: find them with `catalog`. \
+`await catalog.search(\"words\")` returns the best matches; \
+`await catalog.describe(name)` returns one tool's TypeScript declaration (its args and result \
+types), so that you can call it correctly, in the same program or the next."
+);
+
+const CATALOG_API: &str = "declare const catalog: {
+  /** Tools whose name or description match the words of `query`, best first. `limit`: default 10, at most 50. An empty query lists tools by name. */
+  search(query: string, limit?: number): Promise<{ name: string; server: string; summary: string }[]>;
+  /** The TypeScript declaration of one tool, or null when no tool has that name. */
+  describe(name: string): Promise<string | null>;
+};
+declare const tools: { [name: string]: (args?: object) => Promise<unknown> };
+";
+
+/// Type names in TypeScript's standard library that an `…Args`/`…Result` alias would clash
+/// with when the declarations are checked as a script.
+const LIB_TYPE_NAMES: &[&str] = &[
+    "IteratorResult",
+    "IteratorYieldResult",
+    "IteratorReturnResult",
+    "PromiseSettledResult",
+    "PromiseFulfilledResult",
+    "PromiseRejectedResult",
+    "ReadableStreamReadResult",
+    "ReadableStreamReadDoneResult",
+    "ReadableStreamReadValueResult",
+];
+
+/// Fixed usage instructions (the text shown before the declarations). Deterministic.
+/// `Auto` is not a form the text can take; it gets the inline text.
+pub fn usage(form: SdkForm) -> &'static str {
+    match form {
+        SdkForm::Catalog => USAGE_CATALOG,
+        SdkForm::Inline | SdkForm::Auto => USAGE_INLINE,
+    }
+}
+
+/// TS declarations for all tools: per tool an args type and a result type (from
+/// `outputSchema`, else `unknown`), JSDoc from description and annotations; then
+/// `declare const tools: {...}`. Sorted by name, byte-identical for the same input whatever
+/// its order. Of two tools with one name, the first by server name is kept.
+pub fn declarations(tools: &[SdkTool]) -> String {
+    let tools = sorted(tools);
+    let mut taken = HashSet::new();
+    let rendered: Vec<Rendered> = tools
+        .iter()
+        .map(|tool| Rendered::new(tool, unique_base(tool.name, &mut taken)))
+        .collect();
+    let mut out = String::new();
+    for r in &rendered {
+        r.write_types(&mut out);
+    }
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    out.push_str("declare const tools: {\n");
+    for r in &rendered {
+        r.write_member(&mut out);
+    }
+    out.push_str("};\n");
+    out
+}
+
+/// The declaration of one tool (its types and its `tools` member), as `catalog.describe(name)`
+/// returns it: valid TypeScript on its own.
+pub fn describe(tool: &SdkTool) -> String {
+    let mut taken = HashSet::new();
+    let r = Rendered::new(tool, unique_base(tool.name, &mut taken));
+    let mut out = String::new();
+    r.write_types(&mut out);
+    out.push_str("declare const tools: {\n");
+    r.write_member(&mut out);
+    out.push_str("};\n");
+    out
+}
+
+/// `run_code`'s whole description: usage, then either the inline declarations or (catalog
+/// form) the `catalog` API and one line per server with its tool count. `Auto` picks the
+/// catalog when the inline text's estimated tokens exceed `inline_max_tokens`. Returns the
+/// text and the form used (never `Auto`).
+pub fn run_code_description(
+    tools: &[SdkTool],
+    form: SdkForm,
+    inline_max_tokens: usize,
+) -> (String, SdkForm) {
+    if form != SdkForm::Catalog {
+        let inline = inline_description(tools);
+        if form == SdkForm::Inline || estimate_tokens(&inline) <= inline_max_tokens {
+            return (inline, SdkForm::Inline);
+        }
+    }
+    (catalog_description(tools), SdkForm::Catalog)
+}
+
+fn inline_description(tools: &[SdkTool]) -> String {
+    let declarations = declarations(tools);
+    let fence = fence_for(&declarations);
+    format!(
+        "{}\n{fence}ts\n{declarations}{fence}",
+        usage(SdkForm::Inline)
+    )
+}
+
+fn catalog_description(tools: &[SdkTool]) -> String {
+    let mut per_server: BTreeMap<String, usize> = BTreeMap::new();
+    for tool in sorted(tools) {
+        let server = text::truncate(&text::one_line(tool.server), MAX_SERVER_NAME_CHARS);
+        *per_server.entry(server).or_default() += 1;
+    }
+    let total: usize = per_server.values().sum();
+    let mut out = format!("{}\n```ts\n{CATALOG_API}```\n", usage(SdkForm::Catalog));
+    let _ = writeln!(out, "Servers ({}):", count(total, "tool"));
+    for (server, n) in per_server.iter().take(MAX_CATALOG_SERVERS) {
+        let _ = writeln!(out, "- {server}: {}", count(*n, "tool"));
+    }
+    if per_server.len() > MAX_CATALOG_SERVERS {
+        let rest: usize = per_server.values().skip(MAX_CATALOG_SERVERS).sum();
+        let servers = per_server.len() - MAX_CATALOG_SERVERS;
+        let plural = if servers == 1 { "" } else { "s" };
+        let _ = writeln!(
+            out,
+            "- and {servers} more server{plural} ({})",
+            count(rest, "tool")
+        );
+    }
+    out.pop();
+    out
+}
+
+fn count(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
+/// A markdown fence longer than any backtick run in `body`, so that a description quoting
+/// markdown cannot end the code block early.
+fn fence_for(body: &str) -> String {
+    let longest = body
+        .split(|c: char| c != '`')
+        .map(str::len)
+        .max()
+        .unwrap_or(0);
+    "`".repeat(longest.max(2) + 1)
+}
+
+/// Cheap deterministic token estimate used by `Auto`.
+///
+/// Counts runs the way BPE tokenizers merge them: ASCII letters about 6 to a token, digits
+/// 3, ASCII punctuation 3 (`/**`, `};`, `?:` are one or two tokens), other characters (CJK,
+/// accents) 3 to 2 tokens; whitespace merges into its neighbours. On the SDK texts of the
+/// golden fixtures it gives 0.97–1.10× o200k's count (bytes/4 gives 0.97–1.15×); it leans
+/// high on prose and JSON (about 1.2×), the safe side for a budget.
+pub fn estimate_tokens(text: &str) -> usize {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Run {
+        Letters,
+        Digits,
+        Punctuation,
+        Other,
+        Space,
+    }
+    fn cost(run: Run, len: usize) -> usize {
+        match run {
+            Run::Letters => len.div_ceil(6),
+            Run::Digits | Run::Punctuation => len.div_ceil(3),
+            Run::Other => (len * 2).div_ceil(3),
+            Run::Space => 0,
+        }
+    }
+    let mut tokens = 0;
+    let mut current = Run::Space;
+    let mut len = 0;
+    for c in text.chars() {
+        let run = if c.is_ascii_alphabetic() {
+            Run::Letters
+        } else if c.is_ascii_digit() {
+            Run::Digits
+        } else if c.is_whitespace() {
+            Run::Space
+        } else if c.is_ascii() {
+            Run::Punctuation
+        } else {
+            Run::Other
+        };
+        if run != current {
+            tokens += cost(current, len);
+            current = run;
+            len = 0;
+        }
+        len += 1;
+    }
+    tokens + cost(current, len)
+}
+
+/// Tools by name (then server), one per name.
+fn sorted<'t, 'a>(tools: &'t [SdkTool<'a>]) -> Vec<&'t SdkTool<'a>> {
+    let mut sorted: Vec<&SdkTool> = tools.iter().collect();
+    sorted.sort_by(|a, b| (a.name, a.server).cmp(&(b.name, b.server)));
+    sorted.dedup_by(|b, a| a.name == b.name);
+    sorted
+}
+
+/// A type-name stem for `name` that no earlier tool took: PascalCase, then `_2`, `_3`, ...
+/// (PascalCase never contains `_`, so a suffixed stem cannot meet a plain one).
+fn unique_base(name: &str, taken: &mut HashSet<String>) -> String {
+    let pascal = text::pascal(name);
+    let clashes = |base: &str, taken: &HashSet<String>| {
+        taken.contains(base)
+            || LIB_TYPE_NAMES.contains(&format!("{base}Args").as_str())
+            || LIB_TYPE_NAMES.contains(&format!("{base}Result").as_str())
+    };
+    let mut base = pascal.clone();
+    let mut n = 2;
+    while clashes(&base, taken) {
+        base = format!("{pascal}_{n}");
+        n += 1;
+    }
+    taken.insert(base.clone());
+    base
+}
+
+/// One tool's pieces of TypeScript.
+struct Rendered {
+    member: String,
+    /// `(alias, type)` for the args and the result, when they are worth a name.
+    aliases: Vec<(String, String)>,
+    args: String,
+    args_optional: bool,
+    result: String,
+    doc: Vec<String>,
+}
+
+impl Rendered {
+    fn new(tool: &SdkTool, base: String) -> Self {
+        let input = &tool.tool.input_schema;
+        let mut aliases = Vec::new();
+        let mut named = |text: String, suffix: &str| {
+            // Multi-line types get a name; one-liners read fine inline.
+            if text.contains('\n') {
+                let alias = format!("{base}{suffix}");
+                aliases.push((alias.clone(), text));
+                alias
+            } else {
+                text
+            }
+        };
+        let args_text = if takes_nothing(input) {
+            // `{ [key: string]: unknown }` would invite the model to invent arguments.
+            "{}".to_owned()
+        } else {
+            schema_ts::object_schema_to_ts_at(input, 0)
+        };
+        let args_optional = args_text.starts_with('{')
+            && !matches!(input.get("required"), Some(serde_json::Value::Array(r)) if !r.is_empty());
+        let args = named(args_text, "Args");
+        let result = match &tool.tool.output_schema {
+            Some(schema) => named(schema_ts::object_schema_to_ts_at(schema, 0), "Result"),
+            None => "unknown".to_owned(),
+        };
+        Self {
+            member: text::key(tool.name),
+            aliases,
+            args,
+            args_optional,
+            result,
+            doc: tool_doc(tool.tool),
+        }
+    }
+
+    fn write_types(&self, out: &mut String) {
+        for (alias, ty) in &self.aliases {
+            let _ = writeln!(out, "type {alias} = {ty};");
+        }
+    }
+
+    fn write_member(&self, out: &mut String) {
+        text::jsdoc(out, &self.doc, 1);
+        let optional = if self.args_optional { "?" } else { "" };
+        // Multi-line types always have an alias, so these are one line each.
+        let _ = writeln!(
+            out,
+            "  {}(args{optional}: {}): Promise<{}>;",
+            self.member, self.args, self.result
+        );
+    }
+}
+
+/// Whether an input schema declares no arguments at all: an object schema without
+/// properties, extra keys or alternatives (`{"type": "object"}`, `"properties": {}`).
+fn takes_nothing(schema: &serde_json::Map<String, serde_json::Value>) -> bool {
+    let no_properties = match schema.get("properties") {
+        None => true,
+        Some(serde_json::Value::Object(p)) => p.is_empty(),
+        Some(_) => false,
+    };
+    let open = [
+        "additionalProperties",
+        "patternProperties",
+        "$ref",
+        "anyOf",
+        "oneOf",
+        "allOf",
+    ]
+    .iter()
+    .any(|k| {
+        schema
+            .get(*k)
+            .is_some_and(|v| v != &serde_json::Value::Bool(false))
+    });
+    no_properties && !open && schema.get("type").is_none_or(|t| t == "object")
+}
+
+/// Whether a title only restates the tool's name (`Get Sum Tool` for `get-sum`): it would
+/// cost tokens and say nothing.
+fn title_restates_name(title: &str, name: &str) -> bool {
+    let mut title_words = catalog::words(title);
+    if title_words.last().is_some_and(|w| w == "tool") {
+        title_words.pop();
+    }
+    title_words == catalog::words(name)
+}
+
+/// JSDoc lines for a tool: its description, its title (unless it restates the name), then
+/// its annotation hints in a fixed order. Hints the spec calls meaningless for read-only
+/// tools are left out for them.
+fn tool_doc(tool: &rmcp::model::Tool) -> Vec<String> {
+    let mut lines = Vec::new();
+    if let Some(description) = tool.description.as_deref() {
+        let description = text::comment_safe(description);
+        if !description.is_empty() {
+            lines.push(description);
+        }
+    }
+    let annotations = tool.annotations.as_ref();
+    let title = tool
+        .title
+        .as_deref()
+        .or_else(|| annotations.and_then(|a| a.title.as_deref()));
+    if let Some(title) = title.filter(|t| !title_restates_name(t, &tool.name)) {
+        let title = text::comment_safe(&text::one_line(title));
+        if !title.is_empty() {
+            lines.push(format!("@title {title}"));
+        }
+    }
+    if let Some(a) = annotations {
+        let read_only = a.read_only_hint == Some(true);
+        let mut tags = Vec::new();
+        if read_only {
+            tags.push("@readOnly");
+        } else {
+            match a.destructive_hint {
+                Some(true) => tags.push("@destructive"),
+                Some(false) => tags.push("@nonDestructive"),
+                None => {}
+            }
+            if a.idempotent_hint == Some(true) {
+                tags.push("@idempotent");
+            }
+        }
+        match a.open_world_hint {
+            Some(true) => tags.push("@openWorld"),
+            Some(false) => tags.push("@closedWorld"),
+            None => {}
+        }
+        if !tags.is_empty() {
+            lines.push(tags.join(" "));
+        }
+    }
+    lines
+}
+
+#[cfg(test)]
+mod golden_tests;
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,221 @@
+//! Text hygiene for the SDK: upstream strings made safe inside JSDoc, identifiers, and quoting.
+
+use std::fmt::Write as _;
+
+/// Upstream text with line breaks normalised to `\n` and everything invisible or
+/// layout-breaking removed: other control characters, bidi overrides (which can make text
+/// read differently from what it is) and byte-order marks. Trailing spaces are trimmed per
+/// line, runs of blank lines collapse to one, and leading/trailing blank lines go.
+pub fn clean(text: &str) -> String {
+    let mut normalised = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\r' => {
+                if chars.peek() == Some(&'\n') {
+                    chars.next();
+                }
+                normalised.push('\n');
+            }
+            '\n' | '\u{2028}' | '\u{2029}' | '\u{85}' => normalised.push('\n'),
+            '\t' => normalised.push(' '),
+            c if is_invisible(c) => {}
+            c => normalised.push(c),
+        }
+    }
+    let mut out = String::with_capacity(normalised.len());
+    let mut blank_run = 0usize;
+    for line in normalised.split('\n') {
+        let line = line.trim_end();
+        if line.is_empty() {
+            blank_run += 1;
+            continue;
+        }
+        if !out.is_empty() {
+            out.push('\n');
+            if blank_run > 0 {
+                out.push('\n');
+            }
+        }
+        blank_run = 0;
+        out.push_str(line);
+    }
+    out
+}
+
+fn is_invisible(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}'
+        )
+}
+
+/// [`clean`] text that may sit inside a `/* */` comment: `*/` can no longer close it.
+pub fn comment_safe(text: &str) -> String {
+    clean(text).replace("*/", "*\\/")
+}
+
+/// One line of [`clean`] text: line breaks become spaces.
+pub fn one_line(text: &str) -> String {
+    let cleaned = clean(text);
+    let mut out = String::with_capacity(cleaned.len());
+    for word in cleaned.split_whitespace() {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    out
+}
+
+/// At most `max` characters of `text`, cut at a char boundary with `…` when shortened.
+pub fn truncate(text: &str, max: usize) -> String {
+    if text.chars().nth(max).is_none() {
+        return text.to_owned();
+    }
+    // Keep `max - 1` characters so that, with the ellipsis, the result is `max` long.
+    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+/// A JSDoc block of `lines` (already [`comment_safe`]) at `indent` levels of two spaces,
+/// ending in a newline; nothing when there are no lines.
+pub fn jsdoc(out: &mut String, lines: &[String], indent: usize) {
+    let lines: Vec<&str> = lines.iter().flat_map(|l| l.split('\n')).collect();
+    let pad = "  ".repeat(indent);
+    match lines.as_slice() {
+        [] => {}
+        [only] => {
+            let _ = writeln!(out, "{pad}/** {only} */");
+        }
+        many => {
+            let _ = writeln!(out, "{pad}/**");
+            for line in many {
+                if line.is_empty() {
+                    let _ = writeln!(out, "{pad} *");
+                } else {
+                    let _ = writeln!(out, "{pad} * {line}");
+                }
+            }
+            let _ = writeln!(out, "{pad} */");
+        }
+    }
+}
+
+/// Whether `name` can be written bare as a property name (and read as `tools.name`).
+/// ASCII only: reserved words are fine as property names, and the rare Unicode identifier
+/// costs nothing to quote.
+pub fn is_ident(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    match bytes.next() {
+        Some(b) if b.is_ascii_alphabetic() || b == b'_' || b == b'$' => {}
+        _ => return false,
+    }
+    bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'$')
+}
+
+/// A JS string literal for `text`: JSON's escaping (valid JS), plus the two line
+/// separators JSON leaves raw, which would break the line for a reader. A failure is
+/// impossible for a `str`, but falls back to a literal of the cleaned text.
+pub fn quote(text: &str) -> String {
+    serde_json::to_string(text)
+        .unwrap_or_else(|_| format!("\"{}\"", one_line(text).replace(['"', '\\'], "")))
+        .replace('\u{2028}', "\\u2028")
+        .replace('\u{2029}', "\\u2029")
+}
+
+/// `name` bare when it is an identifier, else quoted: a property key.
+pub fn key(name: &str) -> String {
+    if is_ident(name) {
+        name.to_owned()
+    } else {
+        quote(name)
+    }
+}
+
+/// PascalCase of a tool name's ASCII alphanumeric runs (`echo__add` → `EchoAdd`,
+/// `get-tinyImage` → `GetTinyImage`), never empty, never starting with a digit.
+pub fn pascal(name: &str) -> String {
+    let mut out = String::new();
+    for part in name.split(|c: char| !c.is_ascii_alphanumeric()) {
+        let mut chars = part.chars();
+        if let Some(first) = chars.next() {
+            out.push(first.to_ascii_uppercase());
+            out.extend(chars);
+        }
+    }
+    if out.is_empty() {
+        out.push_str("Tool");
+    } else if out.starts_with(|c: char| c.is_ascii_digit()) {
+        out.insert_str(0, "Tool");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clean_normalises_breaks_and_strips_invisible_characters() {
+        let raw = "a\r\nb\rc\u{2028}d\te\u{0007}f\u{202E}g\u{FEFF}h   \n\n\n\ni\n\n";
+        assert_eq!(clean(raw), "a\nb\nc\nd efgh\n\ni");
+    }
+
+    #[test]
+    fn comments_cannot_be_closed_from_inside() {
+        let text = comment_safe("evil */ code(); /* more");
+        assert!(!text.contains("*/"), "{text}");
+        assert_eq!(text, "evil *\\/ code(); /* more");
+    }
+
+    #[test]
+    fn jsdoc_is_single_line_or_block() {
+        let mut out = String::new();
+        jsdoc(&mut out, &["one".to_owned()], 1);
+        assert_eq!(out, "  /** one */\n");
+        out.clear();
+        jsdoc(&mut out, &["a\n\nb".to_owned(), "@readOnly".to_owned()], 0);
+        assert_eq!(out, "/**\n * a\n *\n * b\n * @readOnly\n */\n");
+        out.clear();
+        jsdoc(&mut out, &[], 0);
+        assert_eq!(out, "");
+    }
+
+    #[test]
+    fn identifiers_and_quoting() {
+        for ok in ["a", "echo__add", "$x", "_", "delete", "A1"] {
+            assert!(is_ident(ok), "{ok}");
+            assert_eq!(key(ok), ok);
+        }
+        for bad in ["", "my-tool", "1a", "a b", "dotted.name", "é", "a\"b"] {
+            assert!(!is_ident(bad), "{bad}");
+        }
+        assert_eq!(key("my-tool"), "\"my-tool\"");
+        assert_eq!(key("a\"b\n"), "\"a\\\"b\\n\"");
+        assert_eq!(quote("a\u{2028}b\u{2029}"), "\"a\\u2028b\\u2029\"");
+    }
+
+    #[test]
+    fn pascal_names_are_identifiers() {
+        assert_eq!(pascal("echo__add"), "EchoAdd");
+        assert_eq!(pascal("get-tinyImage"), "GetTinyImage");
+        assert_eq!(pascal("dotted.name/with spaces"), "DottedNameWithSpaces");
+        assert_eq!(pascal("3d"), "Tool3d");
+        assert_eq!(pascal("日本"), "Tool");
+        assert_eq!(pascal(""), "Tool");
+        for name in ["echo__add", "3d", "日本", "--"] {
+            assert!(is_ident(&pascal(name)), "{name}");
+        }
+    }
+
+    #[test]
+    fn truncate_counts_characters() {
+        assert_eq!(truncate("héllo", 10), "héllo");
+        assert_eq!(truncate("héllo", 5), "héllo");
+        assert_eq!(truncate("héllo wörld", 5), "héll…");
+        assert_eq!(truncate("héllo wörld", 5).chars().count(), 5);
+    }
+}
