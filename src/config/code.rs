@@ -3,6 +3,7 @@
 use serde::Deserialize;
 
 use super::ConfigError;
+pub use crate::code_mode::sdk::SdkForm;
 
 /// What a profile's `tools/list` offers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -21,19 +22,6 @@ impl Mode {
     pub fn has_run_code(self) -> bool {
         matches!(self, Mode::Code | Mode::Both)
     }
-}
-
-/// How `run_code`'s description shows the tools.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SdkForm {
-    /// Every tool's TypeScript declaration.
-    Inline,
-    /// One line per server; the program finds tools with `catalog.search`/`describe`.
-    Catalog,
-    /// Inline unless that would exceed `sdk_inline_max_tokens`.
-    #[default]
-    Auto,
 }
 
 /// `[gateway.code]` as written: limits of one `run_code` run and the worker pool.
