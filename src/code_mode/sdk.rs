@@ -111,8 +111,10 @@ pub fn usage(form: SdkForm) -> &'static str {
 
 /// TS declarations for all tools: per tool an args type and a result type (from
 /// `outputSchema`, else `unknown`), JSDoc from description and annotations; then
-/// `declare const tools: {...}`. Sorted by name, byte-identical for the same input whatever
-/// its order. Of two tools with one name, the first by server name is kept.
+/// `declare const tools: {...}`. A multi-line type gets a named alias (`EchoAddArgs`,
+/// `EchoAddResult`) before `tools`; a one-line type is written in the member itself.
+/// Sorted by name, byte-identical for the same input whatever its order. Of two tools with
+/// one name, the first by server name is kept.
 pub fn declarations(tools: &[SdkTool]) -> String {
     let tools = sorted(tools);
     let mut taken = HashSet::new();

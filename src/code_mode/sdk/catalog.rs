@@ -99,7 +99,7 @@ impl Catalog {
             .entries
             .binary_search_by(|e| e.name.as_str().cmp(name))
             .ok()?;
-        let e = &self.entries[at];
+        let e = self.entries.get(at)?;
         Some(describe(&SdkTool {
             name: &e.name,
             server: &e.server,
