@@ -211,6 +211,12 @@ pub struct RawServer {
 pub struct ServerName(String);
 
 impl ServerName {
+    /// The gateway itself, as the "server" of `run_code` in hooks, audit and metrics. Not a
+    /// legal configured name (it has parentheses), so it can never be mistaken for one.
+    pub fn gateway() -> Self {
+        Self("(toolgate)".to_owned())
+    }
+
     pub fn parse(name: &str) -> Result<Self, String> {
         let legal = !name.is_empty()
             && name.len() <= 32

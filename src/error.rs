@@ -19,10 +19,17 @@ pub const META_KEY: &str = "toolgate/error";
 pub fn into_mcp(error: CallError) -> Result<CallToolResult, ErrorData> {
     let code = error.code();
     match error {
-        CallError::UnknownTool(_) => Err(ErrorData::invalid_params(
+        CallError::UnknownTool(_) | CallError::CodeOnly(_) => Err(ErrorData::invalid_params(
             error.to_string(),
             Some(json!({ "code": code })),
         )),
+        CallError::CodeRun { kind, text } => {
+            let mut result = error_result(code, text);
+            if let Some(meta) = result.meta.as_mut() {
+                meta.insert(META_KEY.to_owned(), json!({ "code": code, "kind": kind }));
+            }
+            Ok(result)
+        }
         CallError::Upstream(UpstreamError::Rpc { error, .. }) => Err(error),
         CallError::Upstream(UpstreamError::Cancelled) => {
             // rmcp drops the response of a cancelled request, as the spec says; this never

@@ -11,6 +11,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::{
+    code_mode::CodeRunner,
     config::ProfileName,
     config::{Config, HookStage},
     hooks::{ExternalGate, ExternalHook, ExternalPost},
@@ -77,7 +78,7 @@ pub struct StartOptions {
 pub struct Gateway {
     pub config: Config,
     pub upstreams: Arc<Upstreams>,
-    pub pipeline: Pipeline,
+    pub pipeline: Arc<Pipeline>,
     views: watch::Receiver<Arc<Views>>,
     shutdown: CancellationToken,
     tasks: TaskTracker,
@@ -109,7 +110,8 @@ impl Gateway {
             Arc::new(Upstreams::start(&config.servers, events_tx, shutdown.child_token()).await);
 
         let limits = Limits::from_config(&config);
-        let mut registry = Registry::new(config.prefix, &config.profiles);
+        let mut registry =
+            Registry::new(config.prefix, &config.profiles).with_code(config.code.clone());
         while let Ok(event) = events.try_recv() {
             apply(&mut registry, &limits, event);
         }
@@ -129,7 +131,7 @@ impl Gateway {
         ));
         let stages = stages(&config, options.stages, audit);
         Ok(Arc::new(Self {
-            pipeline: Pipeline::new(upstreams.clone(), stages),
+            pipeline: Pipeline::new(upstreams.clone(), stages, code_runner(&config, &shutdown)),
             config,
             upstreams,
             views,
@@ -165,6 +167,15 @@ impl Gateway {
         self.tasks.close();
         self.tasks.wait().await;
     }
+}
+
+/// The `run_code` runner with its warm worker pool, when some profile can run code.
+fn code_runner(config: &Config, shutdown: &CancellationToken) -> Option<CodeRunner> {
+    let wanted = config
+        .profiles
+        .iter()
+        .any(|p| config.mode_of(&p.name).has_run_code());
+    wanted.then(|| CodeRunner::start(&config.code, shutdown.child_token()))
 }
 
 /// The configured stages after the given ones: retry → timeout around dispatch; the

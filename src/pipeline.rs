@@ -38,8 +38,9 @@ use rmcp::{
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    config::ProfileName,
-    registry::{ToolEntry, View},
+    code_mode::CodeRunner,
+    config::{Mode, ProfileName},
+    registry::{Target, ToolEntry, View},
     upstream::{CallContext, ProgressSink, UpstreamError, Upstreams},
 };
 
@@ -55,6 +56,9 @@ pub struct Call {
     pub progress: Option<ProgressSink>,
     /// The calling client, when there is one: where `ask` is elicited.
     pub client: Option<Peer<RoleServer>>,
+    /// Set by code mode for a call a program makes: its id, `<call_id>:code:<n>`. Such a call
+    /// may reach every visible tool (also in `code` mode), but not `run_code` itself.
+    pub sub_call_id: Option<String>,
 }
 
 /// A resolved call, as gates, wrappers and post hooks see it.
@@ -62,6 +66,8 @@ pub struct ToolCall {
     /// Unique in this gateway's lifetime: hooks correlate by it.
     pub call_id: String,
     pub profile: ProfileName,
+    /// The caller's view: a `run_code` program's calls resolve in it too.
+    pub view: Arc<View>,
     pub entry: Arc<ToolEntry>,
     pub arguments: JsonObject,
     pub progress: Option<ProgressSink>,
@@ -131,7 +137,7 @@ pub trait PostHook: Send + Sync {
 #[derive(Clone, Copy)]
 pub struct Next<'a> {
     chain: &'a [Arc<dyn Around>],
-    upstreams: &'a Upstreams,
+    pipeline: &'a Pipeline,
 }
 
 impl PostDecision {
@@ -155,22 +161,29 @@ impl<'a> Next<'a> {
                 cancel,
                 Next {
                     chain: rest,
-                    upstreams: self.upstreams,
+                    pipeline: self.pipeline,
                 },
             ),
-            None => Box::pin(dispatch(self.upstreams, call, cancel)),
+            None => Box::pin(dispatch(self.pipeline, call, cancel)),
         }
     }
 }
 
-/// The base of the chain: forward to the owning upstream.
+/// The base of the chain: forward to the owning upstream, or run a program.
 async fn dispatch(
-    upstreams: &Upstreams,
+    pipeline: &Pipeline,
     call: &ToolCall,
     cancel: CancellationToken,
 ) -> Result<CallToolResult, CallError> {
     let entry = &call.entry;
-    let upstream = upstreams
+    if entry.target == Target::RunCode {
+        let (Some(code), Some(pipeline)) = (&pipeline.code, pipeline.me.upgrade()) else {
+            return Err(CallError::UnknownTool(entry.exposed.to_string()));
+        };
+        return code.run(pipeline, call, cancel).await;
+    }
+    let upstream = pipeline
+        .upstreams
         .get(&entry.server)
         .ok_or_else(|| UpstreamError::Unavailable {
             server: entry.server.clone(),
@@ -190,6 +203,12 @@ pub enum CallError {
     /// Not in the caller's view: unknown, or hidden from this caller (indistinguishable).
     #[error("unknown tool \"{0}\"")]
     UnknownTool(String),
+    /// In `code` mode only `run_code` is listed; the others are for programs.
+    #[error("only run_code is callable directly; call {0} from inside a run_code program")]
+    CodeOnly(String),
+    /// A `run_code` program failed; `text` is what the model reads (kind, message, logs).
+    #[error("{text}")]
+    CodeRun { kind: &'static str, text: String },
     #[error("invalid arguments: {}", .0.join("; "))]
     InvalidArgs(Vec<String>),
     /// A gate said no (or a failing hook failed closed).
@@ -215,7 +234,8 @@ impl CallError {
     /// Stable machine code.
     pub fn code(&self) -> &'static str {
         match self {
-            CallError::UnknownTool(_) => "UNKNOWN_TOOL",
+            CallError::UnknownTool(_) | CallError::CodeOnly(_) => "UNKNOWN_TOOL",
+            CallError::CodeRun { .. } => "CODE_RUN_FAILED",
             CallError::InvalidArgs(_) => "INVALID_ARGS",
             CallError::Denied { code, .. } | CallError::Blocked { code, .. } => code,
             CallError::Timeout(_) => "TOOL_TIMEOUT",
@@ -247,6 +267,10 @@ pub const HOOK_FAILED: &str = "HOOK_FAILED";
 /// The stages, assembled once at start.
 pub struct Pipeline {
     upstreams: Arc<Upstreams>,
+    /// `run_code` programs, when some profile is in `code` or `both` mode.
+    code: Option<CodeRunner>,
+    /// This pipeline, for the programs' sub-calls (which run through it again).
+    me: std::sync::Weak<Pipeline>,
     max_result_bytes: Option<usize>,
     gates: Vec<Arc<dyn PreGate>>,
     wrappers: Vec<Arc<dyn Around>>,
@@ -268,9 +292,11 @@ pub struct Stages {
 }
 
 impl Pipeline {
-    pub fn new(upstreams: Arc<Upstreams>, stages: Stages) -> Self {
-        Self {
+    pub fn new(upstreams: Arc<Upstreams>, stages: Stages, code: Option<CodeRunner>) -> Arc<Self> {
+        Arc::new_cyclic(|me| Self {
             upstreams,
+            code,
+            me: me.clone(),
             max_result_bytes: stages.max_result_bytes,
             gates: stages.gates,
             wrappers: stages.wrappers,
@@ -278,22 +304,36 @@ impl Pipeline {
             metrics: Arc::new(metrics::Metrics::default()),
             audit: stages.audit,
             next_call: AtomicU64::new(1),
-        }
+        })
     }
 
     /// Runs one call through every stage. `view` is the caller's, so listing and dispatch
     /// agree.
     #[tracing::instrument(level = "debug", skip_all, fields(tool = %call.name, profile = %call.profile))]
-    pub async fn execute(&self, view: &View, call: Call) -> Result<CallToolResult, CallError> {
+    pub async fn execute(&self, view: &Arc<View>, call: Call) -> Result<CallToolResult, CallError> {
         let started = Instant::now();
-        let call_id = format!("c{}", self.next_call.fetch_add(1, Ordering::Relaxed));
-        let Some(entry) = view.get(&call.name).cloned() else {
+        let from_program = call.sub_call_id.is_some();
+        let call_id = match call.sub_call_id {
+            Some(id) => id,
+            None => format!("c{}", self.next_call.fetch_add(1, Ordering::Relaxed)),
+        };
+        // A program cannot start another program: `run_code` is unknown inside code.
+        let entry = view
+            .get(&call.name)
+            .filter(|e| !(from_program && e.target == Target::RunCode))
+            .cloned();
+        let Some(entry) = entry else {
             // One fixed label: client-chosen names must not grow the metric series without bound.
             self.metrics
                 .record(UNKNOWN_TOOL_LABEL, Some("UNKNOWN_TOOL"), started.elapsed());
             tracing::debug!(target: "toolgate::audit", call_id, profile = %call.profile, tool = %call.name, outcome = "UNKNOWN_TOOL", "call");
             return Err(CallError::UnknownTool(call.name));
         };
+        if view.mode() == Mode::Code && !from_program && entry.target == Target::Upstream {
+            self.metrics
+                .record(UNKNOWN_TOOL_LABEL, Some("UNKNOWN_TOOL"), started.elapsed());
+            return Err(CallError::CodeOnly(call.name));
+        }
         // Validated as a `Value` without copying: wrapped for the check, unwrapped after.
         let arguments = serde_json::Value::Object(call.arguments.unwrap_or_default());
         let violations = validate::check_input(&entry, &arguments);
@@ -304,6 +344,7 @@ impl Pipeline {
         let tool_call = ToolCall {
             call_id,
             profile: call.profile,
+            view: view.clone(),
             entry,
             arguments,
             progress: call.progress,
@@ -334,7 +375,7 @@ impl Pipeline {
         }
         let next = Next {
             chain: &self.wrappers,
-            upstreams: &self.upstreams,
+            pipeline: self,
         };
         let mut result = next.run(call, cancel).await?;
         let violations = validate::check_output(&call.entry, &result);
@@ -462,6 +503,7 @@ mod tests {
             tool: Tool::new("s__t", "t", std::sync::Arc::new(schema)),
             fingerprint: 0,
             policy: Default::default(),
+            target: crate::registry::Target::Upstream,
         };
         let mut result = CallToolResult::structured(json!({"secret": 42}));
         replace(

@@ -17,7 +17,10 @@ use std::{
 
 use rmcp::model::Tool;
 
-use crate::config::{PrefixPolicy, Profile, ProfileName, Retry, ServerId};
+use crate::{
+    code_mode::sdk::{self, SdkForm, SdkTool},
+    config::{CodeSettings, Mode, PrefixPolicy, Profile, ProfileName, Retry, ServerId, ServerName},
+};
 pub use names::NameClash;
 use restrict::Restriction;
 pub use restrict::UnmatchedEntry;
@@ -85,6 +88,18 @@ impl From<Tool> for Imported {
     }
 }
 
+/// Where a call of an entry goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// Forwarded to `server` as `upstream_name`.
+    Upstream,
+    /// The gateway's own `run_code`: a program run in a code-mode worker.
+    RunCode,
+}
+
+/// The name of the code-mode tool; reserved, no upstream tool may take it.
+pub const RUN_CODE: &str = "run_code";
+
 /// One exposed tool and where it goes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolEntry {
@@ -98,6 +113,7 @@ pub struct ToolEntry {
     /// Hash of `tool` as serialized: views combine these to notice a change cheaply.
     pub fingerprint: u64,
     pub policy: Arc<CallPolicy>,
+    pub target: Target,
 }
 
 /// An immutable snapshot of the visible tools, shared by every reader until the next change.
@@ -112,9 +128,32 @@ pub struct View {
     listed: std::sync::OnceLock<Arc<Vec<Tool>>>,
     /// Combined hash of the entries: sessions compare it to decide whether to announce a change.
     fingerprint: u64,
+    mode: Mode,
+    /// The code-mode search index over the upstream tools, built on first use.
+    catalog: std::sync::OnceLock<Arc<sdk::Catalog>>,
 }
 
 impl View {
+    /// `native`, `code` (only `run_code` is listed and directly callable) or `both`.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// The upstream tools (no `run_code`): what a program may call.
+    pub fn upstream_entries(&self) -> impl Iterator<Item = &Arc<ToolEntry>> {
+        self.entries
+            .iter()
+            .filter(|e| e.target == Target::Upstream)
+    }
+
+    /// `catalog.search` / `catalog.describe` for programs.
+    pub fn catalog(&self) -> &Arc<sdk::Catalog> {
+        self.catalog.get_or_init(|| {
+            let tools: Vec<SdkTool<'_>> = self.upstream_entries().map(|e| sdk_tool(e)).collect();
+            Arc::new(sdk::Catalog::new(&tools))
+        })
+    }
+
     pub fn get(&self, exposed: &str) -> Option<&Arc<ToolEntry>> {
         self.by_name.get(exposed)
     }
@@ -123,9 +162,24 @@ impl View {
         &self.entries
     }
 
+    /// The `tools/list` answer: in `code` mode only `run_code`.
     pub fn tools(&self) -> &Arc<Vec<Tool>> {
-        self.listed
-            .get_or_init(|| Arc::new(self.entries.iter().map(|e| e.tool.clone()).collect()))
+        self.listed.get_or_init(|| {
+            let code_only = self.mode == Mode::Code;
+            Arc::new(
+                self.entries
+                    .iter()
+                    .filter(|e| !code_only || e.target == Target::RunCode)
+                    .map(|e| e.tool.clone())
+                    .collect(),
+            )
+        })
+    }
+
+    /// What `tools/list` shows under `name`, if anything (hidden in `code` mode: upstream tools).
+    pub fn listed(&self, name: &str) -> Option<&Arc<ToolEntry>> {
+        self.get(name)
+            .filter(|e| self.mode != Mode::Code || e.target == Target::RunCode)
     }
 
     pub fn fingerprint(&self) -> u64 {
@@ -158,6 +212,8 @@ impl Views {
 #[derive(Debug)]
 struct ProfileSpec {
     name: ProfileName,
+    /// Its own mode, else the nearest ancestor's; `None`: the gateway's.
+    mode: Option<Mode>,
     /// This profile and its ancestors, nearest first.
     lineage: Vec<ProfileName>,
     /// This profile's restriction and every ancestor's, nearest first.
@@ -177,6 +233,7 @@ pub struct Registry {
     known: HashMap<ProfileName, Vec<String>>,
     views: Arc<Views>,
     clashes: Vec<NameClash>,
+    code: CodeSettings,
 }
 
 impl Registry {
@@ -204,8 +261,15 @@ impl Registry {
                         .as_ref()
                         .and_then(|parent| profiles.iter().find(|q| &q.name == parent));
                 }
+                let mode = lineage.iter().find_map(|name| {
+                    profiles
+                        .iter()
+                        .find(|p| &p.name == name)
+                        .and_then(|p| p.mode)
+                });
                 ProfileSpec {
                     name: profile.name.clone(),
+                    mode,
                     lineage,
                     chain,
                 }
@@ -219,9 +283,17 @@ impl Registry {
             known: HashMap::new(),
             views: Arc::new(Views::default()),
             clashes: Vec::new(),
+            code: CodeSettings::default(),
         };
         registry.rebuild();
         registry
+    }
+
+    /// Sets the gateway's default mode, the SDK form and the `run_code` limits, and rebuilds.
+    pub fn with_code(mut self, code: CodeSettings) -> Self {
+        self.code = code;
+        self.rebuild();
+        self
     }
 
     /// Sets what `server` exports (its whole list: imports are never partial) and rebuilds.
@@ -350,6 +422,11 @@ impl Registry {
                 .chain(own)
                 .map(|e| e.exposed.to_string())
                 .collect();
+            let mode = spec.mode.unwrap_or(self.code.mode);
+            if mode.has_run_code() {
+                // Hooks may name it.
+                names.push(RUN_CODE.to_owned());
+            }
             names.sort();
             names.dedup();
             known.insert(spec.name.clone(), names);
@@ -374,9 +451,13 @@ impl Registry {
             visible.entries.extend(admitted);
             visible.reindex();
             visible.overlay(own);
+            let mut entries = visible.entries;
+            if mode.has_run_code() {
+                entries.push(run_code_entry(&entries, &self.code));
+            }
             by_profile.insert(
                 spec.name.clone(),
-                Arc::new(View::new(self.generation, visible.entries)),
+                Arc::new(View::new(self.generation, entries, mode)),
             );
         }
         self.known = known;
@@ -419,6 +500,7 @@ fn name_layer(
                 fingerprint: fingerprint(&shown),
                 tool: shown,
                 policy: imported.policy.clone(),
+                target: Target::Upstream,
             }))
         })
         .collect();
@@ -464,7 +546,7 @@ impl Layered {
 }
 
 impl View {
-    fn new(generation: u64, entries: Vec<Arc<ToolEntry>>) -> Self {
+    fn new(generation: u64, entries: Vec<Arc<ToolEntry>>, mode: Mode) -> Self {
         let by_name = entries
             .iter()
             .map(|e| (e.exposed.clone(), e.clone()))
@@ -479,8 +561,72 @@ impl View {
             entries,
             by_name,
             listed: std::sync::OnceLock::new(),
+            mode,
+            catalog: std::sync::OnceLock::new(),
         }
     }
+}
+
+fn sdk_tool(entry: &ToolEntry) -> SdkTool<'_> {
+    SdkTool {
+        name: &entry.exposed,
+        server: entry.server.name.as_str(),
+        tool: &entry.tool,
+    }
+}
+
+/// `run_code` for a view whose upstream tools are `entries`: its description carries their
+/// SDK (inline, or the catalog form for a large set).
+fn run_code_entry(entries: &[Arc<ToolEntry>], code: &CodeSettings) -> Arc<ToolEntry> {
+    let tools: Vec<SdkTool<'_>> = entries.iter().map(|e| sdk_tool(e)).collect();
+    let (description, _form) = sdk::run_code_description(&tools, code.sdk, code.sdk_inline_max_tokens);
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "code": {
+                "type": "string",
+                "description": "The program: the body of an async function, in JavaScript or TypeScript."
+            },
+            "description": {
+                "type": "string",
+                "description": "What the program does, in a few words (shown to the user and in logs)."
+            }
+        },
+        "required": ["code"],
+        "additionalProperties": false
+    });
+    let input = jsonschema::validator_for(&schema).ok();
+    let schema = match schema {
+        serde_json::Value::Object(schema) => schema,
+        _ => Default::default(),
+    };
+    let mut tool = Tool::new(RUN_CODE, description, Arc::new(schema));
+    tool.annotations = Some(rmcp::model::ToolAnnotations::new().read_only(false).open_world(true));
+    Arc::new(ToolEntry {
+        exposed: RUN_CODE.into(),
+        server: ServerId::global(ServerName::gateway()),
+        upstream_name: RUN_CODE.to_owned(),
+        fingerprint: fingerprint(&tool),
+        tool,
+        policy: Arc::new(CallPolicy {
+            input,
+            output: None,
+            // The worker pool's own deadline ends a run with a proper `timeout` outcome; this
+            // only backs it up.
+            timeout_ms: code.timeout_ms + RUN_CODE_TIMEOUT_GRACE_MS,
+            retry: None,
+        }),
+        target: Target::RunCode,
+    })
+}
+
+/// How long past its own limit a run may take before the pipeline's timeout ends it.
+const RUN_CODE_TIMEOUT_GRACE_MS: u64 = 5_000;
+
+/// The SDK form a view's `run_code` description would use (for `toolgate sdk`).
+pub fn sdk_text(view: &View, code: &CodeSettings) -> (String, SdkForm) {
+    let tools: Vec<SdkTool<'_>> = view.upstream_entries().map(|e| sdk_tool(e)).collect();
+    sdk::run_code_description(&tools, code.sdk, code.sdk_inline_max_tokens)
 }
 
 fn fingerprint(tool: &Tool) -> u64 {

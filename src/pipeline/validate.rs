@@ -138,6 +138,7 @@ mod tests {
             tool,
             fingerprint: 0,
             policy,
+            target: crate::registry::Target::Upstream,
         };
         (entry, warnings)
     }
