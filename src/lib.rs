@@ -30,6 +30,7 @@
 //! the gateway's registry owner rebuilds every profile's view → each session whose own
 //! view's fingerprint changed gets `notifications/tools/list_changed`.
 
+pub mod code_mode;
 pub mod config;
 pub mod downstream;
 pub mod error;

@@ -58,10 +58,17 @@ enum Command {
         #[arg(default_value = "{}")]
         arguments: String,
     },
+    /// Run code-mode programs in a sandbox (started by the gateway itself).
+    #[command(hide = true)]
+    Worker(toolgate::code_mode::worker::Options),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Before logging and configuration: a worker must not read files or the environment.
+    if let Command::Worker(options) = cli.command {
+        return toolgate::code_mode::worker::main(options);
+    }
     let default_level = match cli.command {
         Command::Serve { .. } => "info",
         _ => "warn",
@@ -172,6 +179,8 @@ async fn run(command: Command, config: config::Config, profile: ProfileName) -> 
         Command::Check => check(&gateway),
         Command::Tools => tools(&gateway, &profile),
         Command::Call { tool, arguments } => call(&gateway, &profile, tool, &arguments).await,
+        // Served by `main` before anything else starts.
+        Command::Worker(_) => ExitCode::FAILURE,
     };
     gateway.shutdown().await;
     code
