@@ -212,3 +212,50 @@ async fn twenty_concurrent_runs_each_get_their_own_result() {
     }
     assert_pool_serves(&pool).await;
 }
+
+#[tokio::test]
+async fn workers_are_recycled_and_the_pool_never_shrinks() {
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let pool = toolgate::code_mode::pool::WorkerPool::new(
+        toolgate::code_mode::pool::PoolConfig {
+            size: 2,
+            worker_exe: common::toolgate(),
+            recycle_after_runs: 3,
+        },
+        shutdown.clone(),
+    );
+    for i in 0..7 {
+        assert_eq!(value(&run(&pool, &format!("return {i}")).await), json!(i));
+    }
+    // A killed worker is replaced too.
+    let outcome = run_with(
+        &pool,
+        &TestHost::new(),
+        "while (true) {}",
+        toolgate::code_mode::pool::Limits {
+            loop_iterations: u64::MAX,
+            ..limits(Duration::from_millis(500))
+        },
+    )
+    .await;
+    assert_eq!(failure(&outcome).0, FailureKind::Timeout);
+    let stats = pool.stats();
+    assert!(stats.recycled >= 2, "{stats:?}");
+    assert_eq!(stats.killed, 1, "{stats:?}");
+    let refilled = tokio::time::timeout(Duration::from_secs(20), async {
+        while pool.stats().idle < 2 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(refilled.is_ok(), "{:?}", pool.stats());
+    assert_eq!(pool.stats().live, 2, "{:?}", pool.stats());
+    shutdown.cancel();
+    let emptied = tokio::time::timeout(Duration::from_secs(5), async {
+        while pool.stats().live > 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(emptied.is_ok(), "shutdown left workers: {:?}", pool.stats());
+}

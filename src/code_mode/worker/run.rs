@@ -195,8 +195,8 @@ fn failure(error: JsError, state: &RunState, context: &mut Context, at_eval: boo
         return fatal;
     }
     if let Some(engine) = error.as_engine() {
-        return match engine {
-            EngineError::RuntimeLimit(limit) => DoneError {
+        return match runtime_limit(&error) {
+            Some(limit) => DoneError {
                 kind: FailureKind::Limit,
                 message: match limit {
                     RuntimeLimitError::LoopIteration => format!(
@@ -210,7 +210,7 @@ fn failure(error: JsError, state: &RunState, context: &mut Context, at_eval: boo
                     RuntimeLimitError::StackSize => "the JavaScript stack is full".to_owned(),
                 },
             },
-            other => crash(&other.to_string()),
+            None => crash(&engine.to_string()),
         };
     }
     let syntax = at_eval && error.as_native().is_some_and(|native| native.is_syntax());
@@ -224,6 +224,21 @@ fn failure(error: JsError, state: &RunState, context: &mut Context, at_eval: boo
             message,
         },
         Err(failure) => failure,
+    }
+}
+
+/// The runtime limit behind an engine error. Boa sometimes wraps one in an internal "panic" error (a recursion
+/// limit hit while an async function creates its promise), so the chain of sources is searched too.
+fn runtime_limit(error: &JsError) -> Option<RuntimeLimitError> {
+    match error.as_engine()? {
+        EngineError::RuntimeLimit(limit) => Some(*limit),
+        EngineError::Panic(panic) => {
+            let source = std::error::Error::source(panic)?;
+            let inner = source
+                .downcast_ref::<JsError>()
+                .or_else(|| source.downcast_ref::<Box<JsError>>().map(|b| &**b))?;
+            runtime_limit(inner)
+        }
     }
 }
 
