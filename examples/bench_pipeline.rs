@@ -108,6 +108,7 @@ impl Variant {
                     cancel: CancellationToken::new(),
                     progress: None,
                     client: None,
+                    sub_call_id: None,
                 };
                 matches!(self.gateway.pipeline.execute(&view, call).await, Ok(r) if r.is_error != Some(true))
             };

@@ -73,7 +73,7 @@ impl ServerHandler for GatewayService {
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.view().get(name).map(|entry| entry.tool.clone())
+        self.view().listed(name).map(|entry| entry.tool.clone())
     }
 
     async fn call_tool(
@@ -92,6 +92,7 @@ impl ServerHandler for GatewayService {
             cancel: context.ct.clone(),
             progress,
             client: Some(context.peer.clone()),
+            sub_call_id: None,
         };
         let view = self.view();
         match self.gateway.pipeline.execute(&view, call).await {

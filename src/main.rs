@@ -54,6 +54,8 @@ enum Command {
     Check,
     /// Print the merged tool list: exposed name, server, first line of the description.
     Tools,
+    /// Print the profile's code-mode SDK: the `run_code` description a model reads.
+    Sdk,
     /// Call one tool and print its result as JSON.
     Call {
         /// The exposed tool name (see `toolgate tools`).
@@ -62,6 +64,9 @@ enum Command {
         #[arg(default_value = "{}")]
         arguments: String,
     },
+    /// Run code-mode programs in a sandbox (started by the gateway itself).
+    #[command(hide = true)]
+    Worker(toolgate::code_mode::worker::Options),
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -72,6 +77,10 @@ enum LogFormat {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Before logging and configuration: a worker must not read files or the environment.
+    if let Command::Worker(options) = cli.command {
+        return toolgate::code_mode::worker::main(options);
+    }
     let default_level = match cli.command {
         Command::Serve { .. } => "info",
         _ => "warn",
@@ -192,7 +201,10 @@ async fn run(command: Command, config: config::Config, profile: ProfileName) -> 
         Command::Serve { http, .. } => serve(gateway.clone(), http, profile, stop).await,
         Command::Check => check(&gateway),
         Command::Tools => tools(&gateway, &profile),
+        Command::Sdk => sdk(&gateway, &profile),
         Command::Call { tool, arguments } => call(&gateway, &profile, tool, &arguments).await,
+        // Served by `main` before anything else starts.
+        Command::Worker(_) => ExitCode::FAILURE,
     };
     gateway.shutdown().await;
     code
@@ -271,6 +283,18 @@ fn tools(gateway: &Gateway, profile: &ProfileName) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+fn sdk(gateway: &Gateway, profile: &ProfileName) -> ExitCode {
+    let view = gateway.view(profile).unwrap_or_default();
+    let (text, form) = toolgate::registry::sdk_text(&view, &gateway.config.code);
+    // The form goes to stderr so that stdout is exactly the text a model reads.
+    eprintln!(
+        "toolgate: {form:?} form, about {} tokens",
+        toolgate::code_mode::sdk::estimate_tokens(&text)
+    );
+    println!("{text}");
+    ExitCode::SUCCESS
+}
+
 async fn call(gateway: &Gateway, profile: &ProfileName, tool: String, arguments: &str) -> ExitCode {
     let arguments = match serde_json::from_str::<serde_json::Value>(arguments) {
         Ok(serde_json::Value::Object(map)) => Some(map),
@@ -290,6 +314,7 @@ async fn call(gateway: &Gateway, profile: &ProfileName, tool: String, arguments:
         cancel: CancellationToken::new(),
         progress: None,
         client: None,
+        sub_call_id: None,
     };
     let view = gateway.view(profile).unwrap_or_default();
     let outcome = gateway.pipeline.execute(&view, call).await;

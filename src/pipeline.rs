@@ -182,13 +182,14 @@ async fn dispatch(
         };
         return code.run(pipeline, call, cancel).await;
     }
-    let upstream = pipeline
-        .upstreams
-        .get(&entry.server)
-        .ok_or_else(|| UpstreamError::Unavailable {
-            server: entry.server.clone(),
-            reason: "not configured".into(),
-        })?;
+    let upstream =
+        pipeline
+            .upstreams
+            .get(&entry.server)
+            .ok_or_else(|| UpstreamError::Unavailable {
+                server: entry.server.clone(),
+                reason: "not configured".into(),
+            })?;
     let context = CallContext {
         cancel,
         progress: call.progress.clone(),

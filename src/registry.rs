@@ -141,9 +141,7 @@ impl View {
 
     /// The upstream tools (no `run_code`): what a program may call.
     pub fn upstream_entries(&self) -> impl Iterator<Item = &Arc<ToolEntry>> {
-        self.entries
-            .iter()
-            .filter(|e| e.target == Target::Upstream)
+        self.entries.iter().filter(|e| e.target == Target::Upstream)
     }
 
     /// `catalog.search` / `catalog.describe` for programs.
@@ -579,7 +577,8 @@ fn sdk_tool(entry: &ToolEntry) -> SdkTool<'_> {
 /// SDK (inline, or the catalog form for a large set).
 fn run_code_entry(entries: &[Arc<ToolEntry>], code: &CodeSettings) -> Arc<ToolEntry> {
     let tools: Vec<SdkTool<'_>> = entries.iter().map(|e| sdk_tool(e)).collect();
-    let (description, _form) = sdk::run_code_description(&tools, code.sdk, code.sdk_inline_max_tokens);
+    let (description, _form) =
+        sdk::run_code_description(&tools, code.sdk, code.sdk_inline_max_tokens);
     let schema = serde_json::json!({
         "type": "object",
         "properties": {
@@ -601,7 +600,11 @@ fn run_code_entry(entries: &[Arc<ToolEntry>], code: &CodeSettings) -> Arc<ToolEn
         _ => Default::default(),
     };
     let mut tool = Tool::new(RUN_CODE, description, Arc::new(schema));
-    tool.annotations = Some(rmcp::model::ToolAnnotations::new().read_only(false).open_world(true));
+    tool.annotations = Some(
+        rmcp::model::ToolAnnotations::new()
+            .read_only(false)
+            .open_world(true),
+    );
     Arc::new(ToolEntry {
         exposed: RUN_CODE.into(),
         server: ServerId::global(ServerName::gateway()),

@@ -123,6 +123,7 @@ async fn run(
         cancel: CancellationToken::new(),
         progress: None,
         client: None,
+        sub_call_id: None,
     };
     gateway.pipeline.execute(&view, call).await
 }

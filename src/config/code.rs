@@ -90,10 +90,9 @@ impl CodeSettings {
             invalid: &dyn Fn(String, String) -> ConfigError,
         ) -> Result<T, ConfigError> {
             match value {
-                Some(v) if v == T::default() => Err(invalid(
-                    key.to_owned(),
-                    "expected a positive number".into(),
-                )),
+                Some(v) if v == T::default() => {
+                    Err(invalid(key.to_owned(), "expected a positive number".into()))
+                }
                 Some(v) => Ok(v),
                 None => Ok(default),
             }
@@ -107,7 +106,12 @@ impl CodeSettings {
                 "gateway.sdk_inline_max_tokens",
                 invalid,
             )?,
-            timeout_ms: positive(raw.timeout_ms, d.timeout_ms, "gateway.code.timeout_ms", invalid)?,
+            timeout_ms: positive(
+                raw.timeout_ms,
+                d.timeout_ms,
+                "gateway.code.timeout_ms",
+                invalid,
+            )?,
             max_tool_calls: positive(
                 raw.max_tool_calls,
                 d.max_tool_calls,
@@ -120,7 +124,12 @@ impl CodeSettings {
                 "gateway.code.max_output_bytes",
                 invalid,
             )?,
-            memory_mb: positive(raw.memory_mb, d.memory_mb, "gateway.code.memory_mb", invalid)?,
+            memory_mb: positive(
+                raw.memory_mb,
+                d.memory_mb,
+                "gateway.code.memory_mb",
+                invalid,
+            )?,
             loop_iterations: positive(
                 raw.loop_iterations,
                 d.loop_iterations,

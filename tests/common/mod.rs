@@ -1,6 +1,8 @@
 //! Shared fixtures: real example servers, a real `toolgate` process, a real rmcp client.
 #![allow(dead_code)] // each test file uses a different subset
 
+pub mod code_pool;
+
 use std::{
     path::{Path, PathBuf},
     process::Stdio,
