@@ -160,7 +160,7 @@ impl Run {
                 self.logs.push(text);
             }
             FromWorker::Call { n, tool, args } => {
-                self.tool_calls += 1;
+                self.tool_calls = self.tool_calls.saturating_add(1);
                 if self.tool_calls > limits.max_tool_calls {
                     let max = limits.max_tool_calls;
                     return Some(stopped(
