@@ -81,6 +81,23 @@ async fn a_failed_call_rejects_with_a_catchable_tool_call_error() {
     )
     .await;
     assert_eq!(value(&outcome), json!(["INVALID_ARGS", "read"]));
+
+    // A result nested too deeply for the worker to parse is refused by the pool instead of crashing the run.
+    let outcome = run_with(
+        &pool,
+        &host,
+        "let a = 0; for (let i = 0; i < 110; i++) a = [a];\n\
+         try { await tools.read({a}) } catch (e) { return [e.code, e.message] }",
+        wall(10),
+    )
+    .await;
+    assert_eq!(
+        value(&outcome),
+        json!([
+            "RESULT_TOO_DEEP",
+            "the result of read nests deeper than 100 levels"
+        ])
+    );
 }
 
 #[tokio::test]

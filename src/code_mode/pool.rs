@@ -5,6 +5,8 @@
 //! is killed, dies, or is recycled is always replaced in the background, so the pool never shrinks; a run that
 //! finds no idle worker starts one (up to a bound) instead of queueing behind a busy one.
 
+mod lease;
+mod outcome;
 mod process;
 mod run;
 
@@ -23,6 +25,8 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 pub use crate::code_mode::wire::{FailureKind, ToolFailure};
 use crate::code_mode::worker::{DEFAULT_CPU_SECONDS, DEFAULT_MEMORY_BYTES};
+use lease::{Lease, Slot};
+pub use outcome::{RunFailure, RunOutcome};
 pub use process::SpawnError;
 use process::{WorkerProcess, WorkerSpec};
 
@@ -128,70 +132,6 @@ pub trait RunHost: Send + Sync {
     fn call_finished(&self, _n: u64, _name: &str, _ok: bool) {}
 }
 
-/// Why a run failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunFailure {
-    pub kind: FailureKind,
-    pub message: String,
-}
-
-/// Everything a run produced.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RunOutcome {
-    /// Captured console lines, in order.
-    pub logs: Vec<String>,
-    /// The returned value (`Ok(None)` = returned `undefined`), or the failure.
-    pub result: Result<Option<Value>, RunFailure>,
-    /// Tool calls the program made.
-    pub tool_calls: u32,
-}
-
-impl RunOutcome {
-    /// The text the model reads, per spec: captured logs joined by "\n", then the returned value (a string raw,
-    /// anything else 2-space JSON); "(run_code completed with no output)" when both are empty. On failure:
-    /// "code run failed (<kind>): <message>", then "\nCaptured output:\n" and the logs when there are logs.
-    pub fn text(&self) -> String {
-        match &self.result {
-            Ok(value) => {
-                let mut parts: Vec<String> = self.logs.clone();
-                match value {
-                    Some(Value::String(text)) => parts.push(text.clone()),
-                    Some(other) => parts.push(
-                        serde_json::to_string_pretty(other).unwrap_or_else(|_| other.to_string()),
-                    ),
-                    None => {}
-                }
-                let text = parts.join("\n");
-                if text.is_empty() {
-                    "(run_code completed with no output)".to_owned()
-                } else {
-                    text
-                }
-            }
-            Err(failure) => {
-                let mut text = format!(
-                    "code run failed ({}): {}",
-                    failure.kind.as_str(),
-                    failure.message
-                );
-                if !self.logs.is_empty() {
-                    text.push_str("\nCaptured output:\n");
-                    text.push_str(&self.logs.join("\n"));
-                }
-                text
-            }
-        }
-    }
-
-    fn failed(kind: FailureKind, message: String) -> Self {
-        Self {
-            logs: Vec::new(),
-            result: Err(RunFailure { kind, message }),
-            tool_calls: 0,
-        }
-    }
-}
-
 /// Counters and gauges of the pool.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PoolStats {
@@ -273,7 +213,7 @@ impl WorkerPool {
         cancel: CancellationToken,
     ) -> RunOutcome {
         self.counters.runs.fetch_add(1, Ordering::Relaxed);
-        let deadline = Instant::now() + request.limits.wall;
+        let deadline = deadline_after(request.limits.wall);
         let mut worker = tokio::select! {
             () = cancel.cancelled() => {
                 return RunOutcome::failed(FailureKind::Timeout, "the run was cancelled".to_owned());
@@ -356,7 +296,7 @@ impl WorkerPool {
         limits: &Limits,
         deadline: Instant,
     ) -> Result<WorkerProcess, RunFailure> {
-        let cpu_needed = limits.wall + CPU_MARGIN;
+        let cpu_needed = limits.wall.saturating_add(CPU_MARGIN);
         loop {
             let available = self.available.notified();
             tokio::pin!(available);
@@ -440,7 +380,7 @@ impl WorkerPool {
             };
             counter.fetch_add(1, Ordering::Relaxed);
             worker.kill();
-            state.live -= 1;
+            state.live = state.live.saturating_sub(1);
             self.replenish.notify_one();
         }
         None
@@ -457,7 +397,7 @@ impl WorkerPool {
         }
         worker.idle_since = std::time::Instant::now();
         self.lock().idle.push(worker);
-        self.available.notify_one();
+        self.available.notify_waiters();
     }
 
     /// A worker is gone: free its slot, wake a waiting run, and have it replaced.
@@ -466,7 +406,7 @@ impl WorkerPool {
             let mut state = self.lock();
             state.live = state.live.saturating_sub(1);
         }
-        self.available.notify_one();
+        self.available.notify_waiters();
         self.replenish.notify_one();
     }
 
@@ -493,15 +433,15 @@ impl WorkerPool {
                 Some(Ok(worker)) => {
                     self.counters.spawned.fetch_add(1, Ordering::Relaxed);
                     self.lock().idle.push(worker);
-                    self.available.notify_one();
+                    self.available.notify_waiters();
                 }
                 Some(Err(error)) => {
                     tracing::warn!(%error, "cannot start a code worker");
-                    self.lock().live -= 1;
+                    self.forget_one();
                     return false;
                 }
                 None => {
-                    self.lock().live -= 1;
+                    self.forget_one();
                     return true;
                 }
             }
@@ -532,7 +472,7 @@ impl WorkerPool {
             };
             counter.fetch_add(1, Ordering::Relaxed);
             worker.kill();
-            live -= 1;
+            live = live.saturating_sub(1);
             stopped += 1;
         }
         state.idle = keep;
@@ -553,69 +493,16 @@ impl WorkerPool {
     }
 }
 
-/// A reserved place in `live` for a worker being started; given back unless the worker arrived.
-struct Slot<'a>(Option<&'a WorkerPool>);
-
-impl Slot<'_> {
-    fn keep(mut self) {
-        self.0 = None;
-    }
-}
-
-impl Drop for Slot<'_> {
-    fn drop(&mut self) {
-        if let Some(pool) = self.0.take() {
-            pool.forget_one();
-        }
-    }
-}
-
-/// A worker serving a run. Dropped without being taken back (the run's future was dropped, or the gateway
-/// stopped the run), it kills the worker and frees its place.
-struct Lease<'a> {
-    pool: &'a WorkerPool,
-    worker: Option<WorkerProcess>,
-}
-
-impl Lease<'_> {
-    fn take(mut self) -> WorkerProcess {
-        // Present until taken, and `take` consumes the lease.
-        self.worker
-            .take()
-            .unwrap_or_else(|| unreachable!("a lease holds its worker until taken"))
-    }
-}
-
-impl std::ops::Deref for Lease<'_> {
-    type Target = WorkerProcess;
-    fn deref(&self) -> &WorkerProcess {
-        self.worker
-            .as_ref()
-            .unwrap_or_else(|| unreachable!("a lease holds its worker until taken"))
-    }
-}
-
-impl std::ops::DerefMut for Lease<'_> {
-    fn deref_mut(&mut self) -> &mut WorkerProcess {
-        self.worker
-            .as_mut()
-            .unwrap_or_else(|| unreachable!("a lease holds its worker until taken"))
-    }
-}
-
-impl Drop for Lease<'_> {
-    fn drop(&mut self) {
-        if let Some(worker) = self.worker.take() {
-            worker.kill();
-            self.pool.counters.killed.fetch_add(1, Ordering::Relaxed);
-            self.pool.forget_one();
-        }
-    }
-}
-
 /// RLIMIT_CPU of a worker started for a run with this wall limit: room for many runs, and at least one.
 fn cpu_budget(wall: Duration) -> u64 {
     DEFAULT_CPU_SECONDS.max(wall.as_secs().saturating_add(CPU_MARGIN.as_secs() * 2))
+}
+
+/// `now + wall`, or a year from now for a wall too large to add.
+fn deadline_after(wall: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(wall)
+        .unwrap_or_else(|| now + Duration::from_secs(365 * 24 * 3600))
 }
 
 fn timeout_waiting(wall: Duration) -> RunFailure {

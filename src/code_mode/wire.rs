@@ -191,6 +191,27 @@ pub fn max_args_bytes(max_output_bytes: usize) -> usize {
     max_frame_bytes(max_output_bytes) - 64 * 1024
 }
 
+/// How deeply a value sent to a worker may nest: frames are parsed with serde_json's recursion limit of 128, and
+/// the envelope takes a level.
+pub const MAX_VALUE_DEPTH: usize = 100;
+
+/// Whether `value` nests deeper than `max` arrays/objects (checked without recursion).
+pub fn nests_deeper_than(value: &Value, max: usize) -> bool {
+    let mut stack = vec![(value, 0usize)];
+    while let Some((value, depth)) = stack.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match value {
+            Value::Array(items) => Box::new(items.iter()),
+            Value::Object(map) => Box::new(map.values()),
+            _ => continue,
+        };
+        if depth + 1 > max {
+            return true;
+        }
+        stack.extend(children.map(|child| (child, depth + 1)));
+    }
+    false
+}
+
 /// Serializes a frame as one line (with its newline).
 pub fn encode<T: Serialize>(frame: &T) -> Vec<u8> {
     // Serializing these frames cannot fail: every map key is a string and every value is already JSON.
@@ -272,6 +293,24 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn depth_counts_arrays_and_objects() {
+        assert!(!nests_deeper_than(&json!(1), 0));
+        assert!(!nests_deeper_than(&json!([1, {"a": 2}]), 2));
+        assert!(nests_deeper_than(&json!([1, {"a": [2]}]), 2));
+        let mut deep = json!(0);
+        for _ in 0..200 {
+            deep = json!([deep]);
+        }
+        assert!(nests_deeper_than(&deep, MAX_VALUE_DEPTH));
+        assert!(!nests_deeper_than(&deep, 200));
+        let line = encode(&ToWorker::SearchResult { n: 1, value: deep });
+        assert!(
+            serde_json::from_slice::<ToWorker>(&line).is_err(),
+            "serde_json's own limit is lower"
+        );
     }
 
     #[test]

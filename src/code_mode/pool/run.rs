@@ -160,7 +160,7 @@ impl Run {
                 self.logs.push(text);
             }
             FromWorker::Call { n, tool, args } => {
-                self.tool_calls += 1;
+                self.tool_calls = self.tool_calls.saturating_add(1);
                 if self.tool_calls > limits.max_tool_calls {
                     let max = limits.max_tool_calls;
                     return Some(stopped(
@@ -189,7 +189,10 @@ impl Run {
                 self.calls.start_ready(cx.host);
             }
             FromWorker::Search { n, query, limit } => {
-                let value = cx.host.search(query, limit);
+                let mut value = cx.host.search(query, limit);
+                if wire::nests_deeper_than(&value, wire::MAX_VALUE_DEPTH) {
+                    value = Value::Null;
+                }
                 worker.send(&ToWorker::SearchResult { n, value });
             }
             FromWorker::Describe { n, name } => {
@@ -215,6 +218,17 @@ impl Run {
             }
         }
         None
+    }
+}
+
+/// A result the worker could not parse is refused here instead.
+fn too_deep(tool: &str) -> ToolFailure {
+    ToolFailure {
+        code: "RESULT_TOO_DEEP".to_owned(),
+        message: format!(
+            "the result of {tool} nests deeper than {} levels",
+            wire::MAX_VALUE_DEPTH
+        ),
     }
 }
 
@@ -303,6 +317,9 @@ impl Calls {
         }
         host.call_finished(finished.ordinal, &finished.tool, finished.result.is_ok());
         let (ok, error) = match finished.result {
+            Ok(value) if wire::nests_deeper_than(&value, wire::MAX_VALUE_DEPTH) => {
+                (None, Some(too_deep(&finished.tool)))
+            }
             Ok(value) => (Some(value), None),
             Err(failure) => (None, Some(failure)),
         };

@@ -326,7 +326,7 @@ fn tool_call(
             format!("the arguments of tools.{tool} are {size} bytes, over the limit of {max_size}");
         return state.rejected(&tool, "INVALID_ARGS", message, context);
     }
-    let count = state.tool_calls.get() + 1;
+    let count = state.tool_calls.get().saturating_add(1);
     if count > state.limits.max_tool_calls {
         let max = state.limits.max_tool_calls;
         return Err(state.stop(FailureKind::Limit, format!("more than {max} tool calls")));
@@ -343,7 +343,7 @@ fn tool_call(
 
 /// Catalog lookups are cheap but still bounded, by the same number as tool calls.
 fn count_catalog_call(state: &RunState) -> JsResult<()> {
-    let count = state.catalog_calls.get() + 1;
+    let count = state.catalog_calls.get().saturating_add(1);
     let max = state.limits.max_tool_calls;
     if count > max {
         return Err(state.stop(
