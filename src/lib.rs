@@ -8,12 +8,17 @@
 //! - [`registry`]: pure (no I/O, no async). Each layer's tools (global servers, each
 //!   profile's own servers), named by the prefix policy ([`registry::names`]), merged and
 //!   masked by profile restrictions ([`registry::restrict`]) into one immutable
-//!   [`registry::View`] per profile.
+//!   [`registry::View`] per profile, with `run_code` in `code`/`both` mode. Each entry
+//!   carries its call policy (compiled validators, timeout, retry).
 //! - [`gateway`]: owns the registry, applies upstream events, publishes views on a `watch`.
 //! - [`pipeline`]: the one entry point for a call: resolve in the caller's view → validate
 //!   arguments → pre gates → around wrappers (retry, timeout) → upstream → post hooks; audit
 //!   and metrics. Its traits are the extension seam.
 //! - [`hooks`]: `[[hooks]]` from the config (HTTP or long-lived command) as gates / post hooks.
+//! - [`code_mode`]: `run_code`: the SDK text (pure), the warm pool of sandboxed `toolgate
+//!   worker` processes running Boa, and the host that turns a program's `tools.x()` into
+//!   sub-calls through the pipeline.
+//! - [`child`]: the environment every child process gets (a base set plus its own `env`).
 //! - [`downstream`]: the rmcp `ServerHandler` clients talk to, bound to a profile, over stdio
 //!   or HTTP (`/mcp`, `/mcp/{profile}`, bearer tokens, `/metrics`).
 //! - [`error`]: stable error codes and their single mapping to JSON-RPC / `isError` results.
@@ -24,6 +29,11 @@
 //! runs the stages → [`upstream::Upstream::call`] forwards it, relaying progress and
 //! cancellation → the result comes back unchanged, or a failure goes through
 //! [`error::into_mcp`].
+//!
+//! A `run_code` call takes the same path; at the base of the around chain
+//! [`code_mode::CodeRunner`] hands the program to a worker, and each `await tools.x(args)`
+//! comes back as a sub-call `<call_id>:code:<n>` into [`pipeline::Pipeline::execute`] for the
+//! same profile and view.
 //!
 //! # A change
 //! upstream `notifications/tools/list_changed` → its supervisor re-imports → event →
