@@ -6,7 +6,7 @@
 //!   deadline and replaced; enforces the call, output and parallelism limits.
 //! - [`worker`] + [`sandbox`]: the worker side: rlimits and seccomp, TypeScript stripped with
 //!   oxc, a fresh Boa context per run; [`wire`] is the JSON-lines protocol between the two.
-//! - [`host`]: `run_code` as a pipeline tool: a program's `await tools.x(args)` is a sub-call
+//! - `host`: `run_code` as a pipeline tool: a program's `await tools.x(args)` is a sub-call
 //!   `<call_id>:code:<n>` through the whole pipeline again, for the caller's profile.
 
 mod host;

@@ -1,7 +1,7 @@
 //! `toolgate worker`: the sandboxed process that runs code-mode programs, one at a time, in Boa.
 //!
 //! Life of a worker: warm the engine up → rlimits + seccomp ([`super::sandbox`]) → `ready` → for each `run` frame
-//! a fresh context ([`run`]) and one `done` frame → exit at end of input. Single-threaded and without an async
+//! a fresh context (`run`) and one `done` frame → exit at end of input. Single-threaded and without an async
 //! runtime: the seccomp filter is per thread, and the only thing a worker ever waits for is its stdin.
 
 mod globals;

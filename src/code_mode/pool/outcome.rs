@@ -25,7 +25,7 @@ pub struct RunOutcome {
 impl RunOutcome {
     /// The text the model reads, per spec: captured logs joined by "\n", then the returned value (a string raw,
     /// anything else 2-space JSON); "(run_code completed with no output)" when both are empty. On failure:
-    /// "code run failed (<kind>): <message>", then "\nCaptured output:\n" and the logs when there are logs.
+    /// `code run failed (<kind>): <message>`, then "\nCaptured output:\n" and the logs when there are logs.
     pub fn text(&self) -> String {
         match &self.result {
             Ok(value) => {
