@@ -14,16 +14,6 @@ fn gateway_dir() -> Workdir {
     ))
 }
 
-fn kind(result: &rmcp::model::CallToolResult) -> Option<String> {
-    result
-        .meta
-        .as_ref()?
-        .get("toolgate/error")?
-        .get("kind")?
-        .as_str()
-        .map(str::to_owned)
-}
-
 /// Runs `code` on session `hostile` while session `bystander` makes calls; returns the run's
 /// result after checking every bystander call was answered promptly.
 async fn run_while_another_session_calls(

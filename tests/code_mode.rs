@@ -41,17 +41,6 @@ async fn run(client: &Client, code: &str) -> rmcp::model::CallToolResult {
         .expect("run_code is a tool result")
 }
 
-/// The `kind` of a failed run, from `_meta["toolgate/error"]`.
-fn kind(result: &rmcp::model::CallToolResult) -> Option<String> {
-    result
-        .meta
-        .as_ref()?
-        .get("toolgate/error")?
-        .get("kind")?
-        .as_str()
-        .map(str::to_owned)
-}
-
 #[tokio::test]
 async fn native_mode_has_no_run_code() {
     let work = workdir("", "");

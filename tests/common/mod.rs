@@ -241,11 +241,20 @@ pub async fn call(
 
 /// The stable code of a failed result: `_meta["toolgate/error"].code`.
 pub fn code(result: &CallToolResult) -> Option<String> {
+    error_field(result, "code")
+}
+
+/// The failure kind of a failed `run_code`: `_meta["toolgate/error"].kind`.
+pub fn kind(result: &CallToolResult) -> Option<String> {
+    error_field(result, "kind")
+}
+
+fn error_field(result: &CallToolResult, field: &str) -> Option<String> {
     result
         .meta
         .as_ref()?
         .get("toolgate/error")?
-        .get("code")?
+        .get(field)?
         .as_str()
         .map(str::to_owned)
 }
