@@ -27,9 +27,9 @@ pub use crate::code_mode::wire::{FailureKind, ToolFailure};
 use crate::code_mode::worker::{DEFAULT_CPU_SECONDS, DEFAULT_MEMORY_BYTES};
 use lease::{Lease, Slot};
 pub use outcome::{RunFailure, RunOutcome};
-pub use process::SpawnError;
 use process::{WorkerProcess, WorkerSpec};
 
+/// The future a [`RunHost`] returns for a tool call.
 pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
 /// Workers beyond `size` that may be alive at once (busy or idle); runs beyond that wait for a free worker,
