@@ -1,7 +1,8 @@
 //! `bench_code`: what a `run_code` run costs on a warm worker pool, and what killing workers does to throughput.
 //!
 //! Build and run from one profile: `cargo build --release --bin toolgate --examples &&
-//! cargo run --release --example bench_code` (`--quick` for a smoke run; `--exe PATH` for another worker binary).
+//! cargo run --release --example bench_code` (`--quick` for a smoke run; `--exe PATH` for another worker binary;
+//! `--recycle N` to replace workers after N runs instead of 200).
 //! The pool runs the real `toolgate worker` processes (sandbox on); the host is in-process with one read-only
 //! `echo` tool that answers at once, so the numbers are the pool + worker + engine cost only.
 
@@ -198,13 +199,20 @@ async fn main() -> anyhow::Result<()> {
         "{} is missing: build --bin toolgate first",
         exe.display()
     );
+    let recycle_after_runs = match args.iter().position(|a| a == "--recycle") {
+        Some(i) => args
+            .get(i + 1)
+            .context("--recycle needs a number")?
+            .parse()?,
+        None => 200,
+    };
     let size = 4;
     let shutdown = CancellationToken::new();
     let pool = WorkerPool::new(
         PoolConfig {
             size,
             worker_exe: exe,
-            recycle_after_runs: 200,
+            recycle_after_runs,
         },
         shutdown.clone(),
     );
@@ -214,7 +222,9 @@ async fn main() -> anyhow::Result<()> {
 
     // Warm up: workers started, code paths and caches hot.
     latency(&pool, &host, "warm-up", ONE_CALL, runs / 4).await?;
-    println!("-- latency, one caller (pool of {size} warm workers; recycled every 200 runs)");
+    println!(
+        "-- latency, one caller (pool of {size} warm workers; recycled every {recycle_after_runs} runs)"
+    );
     latency(&pool, &host, "empty program", EMPTY, runs).await?;
     latency(&pool, &host, "one tool call", ONE_CALL, runs).await?;
     latency(

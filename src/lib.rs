@@ -22,6 +22,8 @@
 //! - [`downstream`]: the rmcp `ServerHandler` clients talk to, bound to a profile, over stdio
 //!   or HTTP (`/mcp`, `/mcp/{profile}`, bearer tokens, `/metrics`).
 //! - [`error`]: stable error codes and their single mapping to JSON-RPC / `isError` results.
+//! - [`code_mode`]: programs that call tools, run in sandboxed `toolgate worker` processes (Boa + oxc,
+//!   rlimits, seccomp) that a warm [`code_mode::pool::WorkerPool`] starts, feeds and kills.
 //!
 //! # A call
 //! client `tools/call` → [`downstream::GatewayService`] takes its profile's current view →

@@ -27,9 +27,9 @@ pub use crate::code_mode::wire::{FailureKind, ToolFailure};
 use crate::code_mode::worker::{DEFAULT_CPU_SECONDS, DEFAULT_MEMORY_BYTES};
 use lease::{Lease, Slot};
 pub use outcome::{RunFailure, RunOutcome};
-pub use process::SpawnError;
 use process::{WorkerProcess, WorkerSpec};
 
+/// The future a [`RunHost`] returns for a tool call.
 pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
 /// Workers beyond `size` that may be alive at once (busy or idle); runs beyond that wait for a free worker,
@@ -355,7 +355,9 @@ impl WorkerPool {
         }
     }
 
-    /// Takes the most recently used idle worker that fits; dead or spent ones met on the way are dropped.
+    /// Takes the most recently used idle worker that fits (warm caches; measured faster than taking the one
+    /// idle longest, even though a worker collects its garbage right after a run); dead or spent ones met on
+    /// the way are dropped.
     fn take_idle(
         &self,
         state: &mut PoolState,
@@ -448,8 +450,8 @@ impl WorkerPool {
         }
     }
 
-    /// Stops idle workers that are dead, or extra (beyond `size`) and idle for long, or of a memory limit no
-    /// longer in use.
+    /// Stops idle workers that are dead, of a memory limit no longer in use, or extra (beyond `size`) and idle
+    /// for long.
     fn trim(&self) {
         let mut state = self.lock();
         let warm_memory = state.warm_memory;
@@ -458,9 +460,9 @@ impl WorkerPool {
         let mut live = state.live;
         for mut worker in std::mem::take(&mut state.idle) {
             let alive = worker.is_alive();
-            let extra = live > self.config.size
-                && (worker.idle_since.elapsed() >= IDLE_TRIM_AFTER
-                    || worker.spec.memory_bytes != warm_memory);
+            // A worker for a memory limit no longer asked for goes even below `size`: top-up replaces it.
+            let extra = worker.spec.memory_bytes != warm_memory
+                || (live > self.config.size && worker.idle_since.elapsed() >= IDLE_TRIM_AFTER);
             if alive && !extra {
                 keep.push(worker);
                 continue;

@@ -74,7 +74,7 @@ pub fn main(options: Options) -> ExitCode {
             limits,
         } = frame
         {
-            let done = run::execute(
+            let (done, context) = run::execute(
                 &code,
                 &tools,
                 limits,
@@ -83,6 +83,10 @@ pub fn main(options: Options) -> ExitCode {
                 &mut input,
             );
             send(&done);
+            // Between runs, while the gateway reads the result: the run's garbage goes now rather than in the
+            // middle of a later run.
+            drop(context);
+            boa_engine::gc::force_collect();
         }
     }
     ExitCode::SUCCESS

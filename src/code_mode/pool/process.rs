@@ -40,7 +40,7 @@ pub(super) struct WorkerSpec {
 
 /// A worker could not be started.
 #[derive(Debug, thiserror::Error)]
-pub enum SpawnError {
+pub(super) enum SpawnError {
     #[error("cannot start {exe}: {source}")]
     Start { exe: String, source: std::io::Error },
     #[error("the worker did not become ready: {0}")]

@@ -89,6 +89,8 @@ fn stopped(kind: FailureKind, message: String) -> RunEnd {
 
 impl Run {
     async fn serve(&mut self, worker: &mut WorkerProcess, cx: &Context<'_>) -> RunEnd {
+        let deadline = tokio::time::sleep_until(cx.deadline);
+        tokio::pin!(deadline);
         loop {
             let incoming = tokio::select! {
                 biased;
@@ -98,7 +100,7 @@ impl Run {
                 () = cx.shutdown.cancelled() => {
                     return stopped(FailureKind::Crash, "the gateway is shutting down".to_owned());
                 }
-                () = tokio::time::sleep_until(cx.deadline) => {
+                () = &mut deadline => {
                     let wall = cx.request.limits.wall.as_millis();
                     return stopped(FailureKind::Timeout, format!("the program ran longer than {wall} ms"));
                 }

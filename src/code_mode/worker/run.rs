@@ -24,8 +24,10 @@ use crate::code_mode::wire::{DoneError, FailureKind, FromWorker, RunLimits, valu
 /// Short backtraces: they are never shown, and long ones cost time on every error.
 const BACKTRACE_LIMIT: usize = 8;
 
-/// Runs one program and returns its `done` frame. `next_id` is the worker's request counter; it is carried
-/// across runs so that an answer meant for an earlier run can never match a request of this one.
+/// Runs one program and returns its `done` frame, and the context it ran in: dropping that and collecting its
+/// garbage is left to the caller, after the frame is sent, so that it is not on the run's latency path.
+/// `next_id` is the worker's request counter; it is carried across runs so that an answer meant for an earlier
+/// run can never match a request of this one.
 pub(super) fn execute(
     code: &str,
     tools: &[String],
@@ -33,21 +35,25 @@ pub(super) fn execute(
     memory_bytes: u64,
     next_id: &mut u64,
     input: &mut Input,
-) -> FromWorker {
-    let result = match typescript::to_script(code) {
+) -> (FromWorker, Option<Context>) {
+    let (result, context) = match typescript::to_script(code) {
         Ok(script) => run_script(&script, tools, limits, memory_bytes, next_id, input),
-        Err(error) => Err(DoneError {
-            kind: FailureKind::Syntax,
-            message: error.to_string(),
-        }),
+        Err(error) => (
+            Err(DoneError {
+                kind: FailureKind::Syntax,
+                message: error.to_string(),
+            }),
+            None,
+        ),
     };
-    match result {
+    let done = match result {
         Ok(value) => FromWorker::Done { value, error: None },
         Err(error) => FromWorker::Done {
             value: None,
             error: Some(error),
         },
-    }
+    };
+    (done, context)
 }
 
 /// A fresh context with the sandbox's loader, executor, hooks and limits (shared with the warm-up).
@@ -75,17 +81,25 @@ fn run_script(
     memory_bytes: u64,
     next_id: &mut u64,
     input: &mut Input,
-) -> Result<Option<Value>, DoneError> {
+) -> (Result<Option<Value>, DoneError>, Option<Context>) {
     let hooks = Rc::new(Hooks::new(memory_bytes / 2));
-    let mut context = new_context(limits, hooks.clone())?;
-    let state =
-        globals::install(&mut context, tools, limits, *next_id).map_err(|error| DoneError {
-            kind: FailureKind::Crash,
-            message: format!("cannot set up the program's globals: {error}"),
-        })?;
+    let mut context = match new_context(limits, hooks.clone()) {
+        Ok(context) => context,
+        Err(error) => return (Err(error), None),
+    };
+    let state = match globals::install(&mut context, tools, limits, *next_id) {
+        Ok(state) => state,
+        Err(error) => {
+            let error = DoneError {
+                kind: FailureKind::Crash,
+                message: format!("cannot set up the program's globals: {error}"),
+            };
+            return (Err(error), Some(context));
+        }
+    };
     let result = drive(script, &state, &hooks, &mut context, input);
     *next_id = state.next_id();
-    result
+    (result, Some(context))
 }
 
 fn drive(
