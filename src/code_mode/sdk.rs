@@ -1,16 +1,17 @@
 //! The code-mode SDK: visible tools → the TypeScript text of `run_code`'s description, and a catalog for large sets. Pure.
 //!
-//! Inline form: fixed usage instructions, then per tool an args type and a result type and a
-//! JSDoc'd member of `declare const tools`. Catalog form (for tool sets too large to list):
-//! the same instructions, the `catalog` API, and one line per server; the program then finds
-//! tools with `catalog.search` and reads one's declaration with `catalog.describe`.
+//! Inline form: fixed usage instructions, then `declare const tools` with one JSDoc'd member
+//! per tool, its args and result types written in place. Catalog form (for tool sets too
+//! large to list): the same instructions, the `catalog` API, and one line per server; the
+//! program then finds tools with `catalog.search` and reads one's declaration with
+//! `catalog.describe`. `examples/bench_tokens.rs` measures both against a native `tools/list`.
 //! Everything is sorted by tool name, so an unchanged set gives byte-identical text.
 
 mod catalog;
 mod schema_ts;
 mod text;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 pub use catalog::Catalog;
@@ -86,20 +87,6 @@ const CATALOG_API: &str = "declare const catalog: {
 declare const tools: { [name: string]: (args?: object) => Promise<unknown> };
 ";
 
-/// Type names in TypeScript's standard library that an `…Args`/`…Result` alias would clash
-/// with when the declarations are checked as a script.
-const LIB_TYPE_NAMES: &[&str] = &[
-    "IteratorResult",
-    "IteratorYieldResult",
-    "IteratorReturnResult",
-    "PromiseSettledResult",
-    "PromiseFulfilledResult",
-    "PromiseRejectedResult",
-    "ReadableStreamReadResult",
-    "ReadableStreamReadDoneResult",
-    "ReadableStreamReadValueResult",
-];
-
 /// Fixed usage instructions (the text shown before the declarations). Deterministic.
 /// `Auto` is not a form the text can take; it gets the inline text.
 pub fn usage(form: SdkForm) -> &'static str {
@@ -109,43 +96,25 @@ pub fn usage(form: SdkForm) -> &'static str {
     }
 }
 
-/// TS declarations for all tools: per tool an args type and a result type (from
-/// `outputSchema`, else `unknown`), JSDoc from description and annotations; then
-/// `declare const tools: {...}`. A multi-line type gets a named alias (`EchoAddArgs`,
-/// `EchoAddResult`) before `tools`; a one-line type is written in the member itself.
-/// Sorted by name, byte-identical for the same input whatever its order. Of two tools with
-/// one name, the first by server name is kept.
+/// TS declarations for all tools: `declare const tools: {...}` with one member per tool, its
+/// JSDoc from description and annotations, its args type and its result type (from
+/// `outputSchema`, else `unknown`) written in place: each type is used once, so a named alias
+/// would only cost its name twice. Sorted by name, byte-identical for the same input whatever
+/// its order. Of two tools with one name, the first by server name is kept.
 pub fn declarations(tools: &[SdkTool]) -> String {
-    let tools = sorted(tools);
-    let mut taken = HashSet::new();
-    let rendered: Vec<Rendered> = tools
-        .iter()
-        .map(|tool| Rendered::new(tool, unique_base(tool.name, &mut taken)))
-        .collect();
-    let mut out = String::new();
-    for r in &rendered {
-        r.write_types(&mut out);
-    }
-    if !out.is_empty() {
-        out.push('\n');
-    }
-    out.push_str("declare const tools: {\n");
-    for r in &rendered {
-        r.write_member(&mut out);
+    let mut out = String::from("declare const tools: {\n");
+    for tool in sorted(tools) {
+        write_member(&mut out, tool);
     }
     out.push_str("};\n");
     out
 }
 
-/// The declaration of one tool (its types and its `tools` member), as `catalog.describe(name)`
-/// returns it: valid TypeScript on its own.
+/// The declaration of one tool (its `tools` member), as `catalog.describe(name)` returns it:
+/// valid TypeScript on its own.
 pub fn describe(tool: &SdkTool) -> String {
-    let mut taken = HashSet::new();
-    let r = Rendered::new(tool, unique_base(tool.name, &mut taken));
-    let mut out = String::new();
-    r.write_types(&mut out);
-    out.push_str("declare const tools: {\n");
-    r.write_member(&mut out);
+    let mut out = String::from("declare const tools: {\n");
+    write_member(&mut out, tool);
     out.push_str("};\n");
     out
 }
@@ -226,9 +195,9 @@ fn fence_for(body: &str) -> String {
 ///
 /// Counts runs the way BPE tokenizers merge them: ASCII letters about 6 to a token, digits
 /// 3, ASCII punctuation 3 (`/**`, `};`, `?:` are one or two tokens), other characters (CJK,
-/// accents) 3 to 2 tokens; whitespace merges into its neighbours. On the SDK texts of the
-/// golden fixtures it gives 0.97–1.10× o200k's count (bytes/4 gives 0.97–1.15×); it leans
-/// high on prose and JSON (about 1.2×), the safe side for a budget.
+/// accents) 3 to 2 tokens; whitespace merges into its neighbours. On the inline texts of
+/// `examples/bench_tokens` it gives 1.05–1.13× o200k's count; it leans high on prose and
+/// JSON (about 1.2×), the safe side for a budget.
 pub fn estimate_tokens(text: &str) -> usize {
     #[derive(Clone, Copy, PartialEq)]
     enum Run {
@@ -279,89 +248,29 @@ fn sorted<'t, 'a>(tools: &'t [SdkTool<'a>]) -> Vec<&'t SdkTool<'a>> {
     sorted
 }
 
-/// A type-name stem for `name` that no earlier tool took: PascalCase, then `_2`, `_3`, ...
-/// (PascalCase never contains `_`, so a suffixed stem cannot meet a plain one).
-fn unique_base(name: &str, taken: &mut HashSet<String>) -> String {
-    let pascal = text::pascal(name);
-    let clashes = |base: &str, taken: &HashSet<String>| {
-        taken.contains(base)
-            || LIB_TYPE_NAMES.contains(&format!("{base}Args").as_str())
-            || LIB_TYPE_NAMES.contains(&format!("{base}Result").as_str())
-    };
-    let mut base = pascal.clone();
-    let mut n = 2;
-    while clashes(&base, taken) {
-        base = format!("{pascal}_{n}");
-        n += 1;
-    }
-    taken.insert(base.clone());
-    base
-}
-
-/// One tool's pieces of TypeScript.
-struct Rendered {
-    member: String,
-    /// `(alias, type)` for the args and the result, when they are worth a name.
-    aliases: Vec<(String, String)>,
-    args: String,
-    args_optional: bool,
-    result: String,
-    doc: Vec<String>,
-}
-
-impl Rendered {
-    fn new(tool: &SdkTool, base: String) -> Self {
-        let input = &tool.tool.input_schema;
-        let mut aliases = Vec::new();
-        let mut named = |text: String, suffix: &str| {
-            // Multi-line types get a name; one-liners read fine inline.
-            if text.contains('\n') {
-                let alias = format!("{base}{suffix}");
-                aliases.push((alias.clone(), text));
-                alias
-            } else {
-                text
-            }
-        };
-        let args_text = if takes_nothing(input) {
-            // `{ [key: string]: unknown }` would invite the model to invent arguments.
-            "{}".to_owned()
-        } else {
-            schema_ts::object_schema_to_ts_at(input, 0)
-        };
-        let args_optional = args_text.starts_with('{')
+/// One tool's member of `declare const tools`, with its JSDoc, at indentation 1.
+fn write_member(out: &mut String, tool: &SdkTool) {
+    let input = &tool.tool.input_schema;
+    // `()` says "no arguments" more plainly than any type; `{ [key: string]: unknown }`
+    // would invite the model to invent some.
+    let params = if takes_nothing(input) {
+        String::new()
+    } else {
+        let args = schema_ts::object_schema_to_ts_at(input, 1);
+        let optional = args.starts_with('{')
             && !matches!(input.get("required"), Some(serde_json::Value::Array(r)) if !r.is_empty());
-        let args = named(args_text, "Args");
-        let result = match &tool.tool.output_schema {
-            Some(schema) => named(schema_ts::object_schema_to_ts_at(schema, 0), "Result"),
-            None => "unknown".to_owned(),
-        };
-        Self {
-            member: text::key(tool.name),
-            aliases,
-            args,
-            args_optional,
-            result,
-            doc: tool_doc(tool.tool),
-        }
-    }
-
-    fn write_types(&self, out: &mut String) {
-        for (alias, ty) in &self.aliases {
-            let _ = writeln!(out, "type {alias} = {ty};");
-        }
-    }
-
-    fn write_member(&self, out: &mut String) {
-        text::jsdoc(out, &self.doc, 1);
-        let optional = if self.args_optional { "?" } else { "" };
-        // Multi-line types always have an alias, so these are one line each.
-        let _ = writeln!(
-            out,
-            "  {}(args{optional}: {}): Promise<{}>;",
-            self.member, self.args, self.result
-        );
-    }
+        format!("args{}: {args}", if optional { "?" } else { "" })
+    };
+    let result = match &tool.tool.output_schema {
+        Some(schema) => schema_ts::object_schema_to_ts_at(schema, 1),
+        None => "unknown".to_owned(),
+    };
+    text::jsdoc(out, &tool_doc(tool.tool), 1);
+    let _ = writeln!(
+        out,
+        "  {}({params}): Promise<{result}>;",
+        text::key(tool.name)
+    );
 }
 
 /// Whether an input schema declares no arguments at all: an object schema without

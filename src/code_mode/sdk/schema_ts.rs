@@ -218,7 +218,7 @@ fn enumeration(values: &Value) -> Ts {
     )
 }
 
-/// JSDoc lines for a property: its description, then `format`, `default`, `deprecated`.
+/// Doc lines for a property: its description, then `format`, `default`, `deprecated`.
 fn property_doc(schema: &Value) -> Vec<String> {
     let mut lines = Vec::new();
     let Some(obj) = schema.as_object() else {
@@ -437,14 +437,21 @@ impl<'a> Renderer<'a> {
             }
             let ts = self.render(schema, depth + 1, indent + 1);
             let doc = property_doc(schema);
-            text::jsdoc(&mut members, &doc, indent + 1);
             let optional = if required.contains(&name.as_str()) {
                 ""
             } else {
                 "?"
             };
             let member = format!("{}{optional}: {}", text::key(name), ts.text);
-            members.push_str(&format!("{pad}{member};\n"));
+            // A one-line doc of a one-line member trails it as a `//` comment, the cheapest
+            // form; otherwise JSDoc goes above, where it cannot be lost after a long type.
+            match text::one_line_doc(&doc).filter(|_| !member.contains('\n')) {
+                Some(line) => members.push_str(&format!("{pad}{member}; // {line}\n")),
+                None => {
+                    text::jsdoc(&mut members, &doc, indent + 1);
+                    members.push_str(&format!("{pad}{member};\n"));
+                }
+            }
             plain = plain.filter(|_| doc.is_empty() && !member.contains('\n'));
             if let Some(plain) = plain.as_mut() {
                 plain.push(member);

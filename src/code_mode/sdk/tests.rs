@@ -1,4 +1,4 @@
-//! Unit tests for the SDK text: members, type names, JSDoc, determinism and the two description forms.
+//! Unit tests for the SDK text: members, types in place, JSDoc, determinism and the two description forms.
 
 use rmcp::model::Tool;
 use serde_json::{Value, json};
@@ -32,7 +32,7 @@ fn owned(tools: Vec<(&str, &str, Tool)>) -> Vec<(String, String, Tool)> {
 }
 
 #[test]
-fn a_tool_with_schemas_gets_named_types_and_a_documented_member() {
+fn a_tool_with_schemas_gets_its_types_in_place_and_a_documented_member() {
     let t = tool(json!({
         "name": "add",
         "description": "Adds two numbers.",
@@ -51,22 +51,14 @@ fn a_tool_with_schemas_gets_named_types_and_a_documented_member() {
     }]);
     assert_eq!(
         text,
-        r#"type EchoAddArgs = {
-  /** first */
-  a: number;
-  b: number;
-};
-type EchoAddResult = {
-  /** a + b */
-  sum: number;
-};
-
-declare const tools: {
-  /**
-   * Adds two numbers.
-   * @readOnly @closedWorld
-   */
-  echo__add(args: EchoAddArgs): Promise<EchoAddResult>;
+        r#"declare const tools: {
+  /** Adds two numbers. @readOnly @closedWorld */
+  echo__add(args: {
+    a: number; // first
+    b: number;
+  }): Promise<{
+    sum: number; // a + b
+  }>;
 };
 "#
     );
@@ -93,19 +85,19 @@ fn names_that_are_not_identifiers_are_quoted() {
         },
     ]);
     assert!(
-        text.contains("\n  \"my-tool\"(args?: {}): Promise<unknown>;\n"),
+        text.contains("\n  \"my-tool\"(): Promise<unknown>;\n"),
         "{text}"
     );
     assert!(
-        text.contains("\n  \"dotted.name/with spaces\"(args?:"),
+        text.contains("\n  \"dotted.name/with spaces\"():"),
         "{text}"
     );
-    assert!(text.contains("\n  ok_name(args?:"), "{text}");
+    assert!(text.contains("\n  ok_name():"), "{text}");
     assert!(usage(SdkForm::Inline).contains(r#"tools["my-tool"](args)"#));
 }
 
 #[test]
-fn type_names_are_identifiers_and_never_collide() {
+fn names_alike_but_for_punctuation_each_get_their_member() {
     let object = tool(json!({
         "name": "x",
         "inputSchema": {"type": "object", "properties": {"q": {"type": "string", "description": "query"}}}
@@ -117,7 +109,6 @@ fn type_names_are_identifiers_and_never_collide() {
         "EchoAdd",
         "3d",
         "日本",
-        "界",
         "iterator",
     ];
     let tools: Vec<SdkTool> = names
@@ -129,24 +120,29 @@ fn type_names_are_identifiers_and_never_collide() {
         })
         .collect();
     let text = declarations(&tools);
-    let aliases: Vec<&str> = text
+    let members: Vec<&str> = text
         .lines()
-        .filter_map(|l| l.strip_prefix("type "))
-        .filter_map(|l| l.split(' ').next())
+        .filter_map(|l| l.strip_prefix("  "))
+        .filter_map(|l| l.strip_suffix("(args?: {"))
         .collect();
-    assert_eq!(aliases.len(), names.len(), "{text}");
-    let unique: HashSet<&str> = aliases.iter().copied().collect();
-    assert_eq!(unique.len(), aliases.len(), "{aliases:?}");
-    for alias in &aliases {
-        assert!(text::is_ident(alias), "{alias}");
-    }
-    // Sorted by name: `EchoAdd` < `echo-add` < `echo__add` < `echo_add` in byte order.
-    assert!(
-        aliases.contains(&"EchoAddArgs") && aliases.contains(&"EchoAdd_4Args"),
-        "{aliases:?}"
+    // Sorted by name in byte order, each exactly once, quoted where not an identifier.
+    assert_eq!(
+        members,
+        [
+            "\"3d\"",
+            "EchoAdd",
+            "\"echo-add\"",
+            "echo__add",
+            "echo_add",
+            "iterator",
+            "\"日本\""
+        ],
+        "{text}"
     );
-    // `IteratorResult` is TypeScript's own; the tool's args take a suffix instead.
-    assert!(aliases.contains(&"Iterator_2Args"), "{aliases:?}");
+    assert_eq!(
+        text.matches("    q?: string; // query\n").count(),
+        names.len()
+    );
 }
 
 #[test]
@@ -173,6 +169,47 @@ fn descriptions_cannot_escape_their_comment_or_the_fence() {
     assert_eq!(form, SdkForm::Inline);
     assert!(description.contains("\n````ts\n"), "{description}");
     assert!(description.ends_with("};\n````"), "{description}");
+}
+
+#[test]
+fn line_comments_cannot_be_ended_by_line_terminators() {
+    let t = tool(json!({
+        "name": "x",
+        "inputSchema": {"type": "object", "properties": {
+            "a": {"type": "string", "description": "one\u{2028}}; globalThis.pwned = 1; //"},
+            "b": {"type": "string", "description": "two\u{85}three"},
+            "c": {"type": "string", "description": "four\rfive"}
+        }}
+    }));
+    let text = declarations(&[SdkTool {
+        name: "x",
+        server: "s",
+        tool: &t,
+    }]);
+    // Text that spans lines goes in a JSDoc block, where a new line stays inside the comment.
+    assert_eq!(
+        text,
+        r#"declare const tools: {
+  x(args?: {
+    /**
+     * one
+     * }; globalThis.pwned = 1; //
+     */
+    a?: string;
+    /**
+     * two
+     * three
+     */
+    b?: string;
+    /**
+     * four
+     * five
+     */
+    c?: string;
+  }): Promise<unknown>;
+};
+"#
+    );
 }
 
 #[test]
@@ -222,7 +259,7 @@ fn args_are_optional_only_without_required_keys() {
 }
 
 #[test]
-fn tools_without_arguments_take_an_empty_object() {
+fn tools_without_arguments_take_none() {
     for schema in [
         json!({"type": "object"}),
         json!({"type": "object", "properties": {}}),
@@ -235,7 +272,7 @@ fn tools_without_arguments_take_an_empty_object() {
             tool: &t,
         }]);
         assert!(
-            text.contains("  x(args?: {}): Promise<unknown>;"),
+            text.contains("  x(): Promise<unknown>;"),
             "{schema}: {text}"
         );
     }
@@ -342,7 +379,7 @@ fn describe_is_standalone_typescript_for_one_tool() {
             server: "api",
             tool: &t
         }),
-        "type ApiGetArgs = {\n  /** Which. */\n  id: string;\n};\ndeclare const tools: {\n  /** Gets. */\n  api__get(args: ApiGetArgs): Promise<unknown>;\n};\n"
+        "declare const tools: {\n  /** Gets. */\n  api__get(args: {\n    id: string; // Which.\n  }): Promise<unknown>;\n};\n"
     );
 }
 
@@ -364,7 +401,9 @@ fn auto_switches_to_the_catalog_above_the_budget() {
     let (inline, form) = run_code_description(&tools, SdkForm::Auto, 100_000);
     assert_eq!(form, SdkForm::Inline);
     assert!(inline.starts_with(usage(SdkForm::Inline)));
-    assert!(inline.contains("declare const tools: {\n  /** One. */\n  a__one(args?:"));
+    assert!(
+        inline.contains("declare const tools: {\n  /** One. */\n  a__one(): Promise<unknown>;\n")
+    );
     let budget = estimate_tokens(&inline);
     assert_eq!(
         run_code_description(&tools, SdkForm::Auto, budget).1,

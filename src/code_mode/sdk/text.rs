@@ -80,28 +80,39 @@ pub fn truncate(text: &str, max: usize) -> String {
     out
 }
 
-/// A JSDoc block of `lines` (already [`comment_safe`]) at `indent` levels of two spaces,
-/// ending in a newline; nothing when there are no lines.
+/// JSDoc for `lines` (already [`comment_safe`]) at `indent` levels of two spaces, ending in a
+/// newline; nothing when there are no lines. One line (`/** a @tag */`) when every line is
+/// one line: a block's ` * ` prefixes and own `/**`, `*/` lines cost tokens and say nothing.
+/// A block otherwise, so that multi-line text keeps its layout.
 pub fn jsdoc(out: &mut String, lines: &[String], indent: usize) {
-    let lines: Vec<&str> = lines.iter().flat_map(|l| l.split('\n')).collect();
     let pad = "  ".repeat(indent);
-    match lines.as_slice() {
-        [] => {}
-        [only] => {
-            let _ = writeln!(out, "{pad}/** {only} */");
-        }
-        many => {
-            let _ = writeln!(out, "{pad}/**");
-            for line in many {
-                if line.is_empty() {
-                    let _ = writeln!(out, "{pad} *");
-                } else {
-                    let _ = writeln!(out, "{pad} * {line}");
-                }
-            }
-            let _ = writeln!(out, "{pad} */");
+    if let Some(line) = one_line_doc(lines) {
+        let _ = writeln!(out, "{pad}/** {line} */");
+        return;
+    }
+    let lines: Vec<&str> = lines.iter().flat_map(|l| l.split('\n')).collect();
+    if lines.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "{pad}/**");
+    for line in lines {
+        if line.is_empty() {
+            let _ = writeln!(out, "{pad} *");
+        } else {
+            let _ = writeln!(out, "{pad} * {line}");
         }
     }
+    let _ = writeln!(out, "{pad} */");
+}
+
+/// `lines` (already [`comment_safe`]) joined into one line by spaces, or `None` when there
+/// are none or one of them spans lines. Safe after `//` too: [`clean`] has turned every
+/// JavaScript line terminator into `\n`, so the text cannot end the comment early.
+pub fn one_line_doc(lines: &[String]) -> Option<String> {
+    if lines.is_empty() || lines.iter().any(|l| l.contains('\n')) {
+        return None;
+    }
+    Some(lines.join(" "))
 }
 
 /// Whether `name` can be written bare as a property name (and read as `tools.name`).
@@ -135,25 +146,6 @@ pub fn key(name: &str) -> String {
     }
 }
 
-/// PascalCase of a tool name's ASCII alphanumeric runs (`echo__add` → `EchoAdd`,
-/// `get-tinyImage` → `GetTinyImage`), never empty, never starting with a digit.
-pub fn pascal(name: &str) -> String {
-    let mut out = String::new();
-    for part in name.split(|c: char| !c.is_ascii_alphanumeric()) {
-        let mut chars = part.chars();
-        if let Some(first) = chars.next() {
-            out.push(first.to_ascii_uppercase());
-            out.extend(chars);
-        }
-    }
-    if out.is_empty() {
-        out.push_str("Tool");
-    } else if out.starts_with(|c: char| c.is_ascii_digit()) {
-        out.insert_str(0, "Tool");
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,16 +164,25 @@ mod tests {
     }
 
     #[test]
-    fn jsdoc_is_single_line_or_block() {
+    fn jsdoc_is_one_line_unless_a_line_spans_lines() {
         let mut out = String::new();
         jsdoc(&mut out, &["one".to_owned()], 1);
         assert_eq!(out, "  /** one */\n");
+        out.clear();
+        jsdoc(&mut out, &["Reads.".to_owned(), "@readOnly".to_owned()], 1);
+        assert_eq!(out, "  /** Reads. @readOnly */\n");
         out.clear();
         jsdoc(&mut out, &["a\n\nb".to_owned(), "@readOnly".to_owned()], 0);
         assert_eq!(out, "/**\n * a\n *\n * b\n * @readOnly\n */\n");
         out.clear();
         jsdoc(&mut out, &[], 0);
         assert_eq!(out, "");
+        assert_eq!(one_line_doc(&[]), None);
+        assert_eq!(one_line_doc(&["a\nb".to_owned()]), None);
+        assert_eq!(
+            one_line_doc(&["d".to_owned(), "@default 1".to_owned()]).as_deref(),
+            Some("d @default 1")
+        );
     }
 
     #[test]
@@ -196,19 +197,6 @@ mod tests {
         assert_eq!(key("my-tool"), "\"my-tool\"");
         assert_eq!(key("a\"b\n"), "\"a\\\"b\\n\"");
         assert_eq!(quote("a\u{2028}b\u{2029}"), "\"a\\u2028b\\u2029\"");
-    }
-
-    #[test]
-    fn pascal_names_are_identifiers() {
-        assert_eq!(pascal("echo__add"), "EchoAdd");
-        assert_eq!(pascal("get-tinyImage"), "GetTinyImage");
-        assert_eq!(pascal("dotted.name/with spaces"), "DottedNameWithSpaces");
-        assert_eq!(pascal("3d"), "Tool3d");
-        assert_eq!(pascal("日本"), "Tool");
-        assert_eq!(pascal(""), "Tool");
-        for name in ["echo__add", "3d", "日本", "--"] {
-            assert!(is_ident(&pascal(name)), "{name}");
-        }
     }
 
     #[test]

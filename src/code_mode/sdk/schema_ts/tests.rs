@@ -161,6 +161,7 @@ fn objects_required_optional_quoted_and_documented() {
             "my-key": {"type": "integer", "default": 3, "format": "int32"},
             "nested": {
                 "type": "object",
+                "description": "A type on many lines keeps its doc above it.",
                 "properties": {"deep": {"type": "boolean", "description": "line one\nline two"}},
                 "required": ["deep"]
             }
@@ -170,11 +171,8 @@ fn objects_required_optional_quoted_and_documented() {
     assert_eq!(
         ts(schema),
         r#"{
-  /**
-   * @format int32
-   * @default 3
-   */
-  "my-key"?: number;
+  "my-key"?: number; // @format int32 @default 3
+  /** A type on many lines keeps its doc above it. */
   nested?: {
     /**
      * line one
@@ -182,8 +180,7 @@ fn objects_required_optional_quoted_and_documented() {
      */
     deep: boolean;
   };
-  /** Where to write. Ends in *\/ evil(); */
-  path: string;
+  path: string; // Where to write. Ends in *\/ evil();
 }"#
     );
 }
@@ -233,13 +230,13 @@ fn additional_properties() {
         ts(
             json!({"type": "object", "additionalProperties": {"type": "object", "properties": {"x": {"type": "number", "description": "d"}}}})
         ),
-        "{\n  [key: string]: {\n    /** d */\n    x?: number;\n  };\n}"
+        "{\n  [key: string]: {\n    x?: number; // d\n  };\n}"
     );
     assert_eq!(
         ts(
             json!({"type": "object", "properties": {"a": {"type": "string", "description": "d"}}, "additionalProperties": true})
         ),
-        "{\n  /** d */\n  a?: string;\n  [key: string]: unknown;\n}"
+        "{\n  a?: string; // d\n  [key: string]: unknown;\n}"
     );
 }
 
@@ -385,7 +382,7 @@ fn short_undocumented_objects_fit_on_one_line() {
     assert!(out.starts_with("{\n  property0?: string;\n"), "{out}");
     assert_eq!(
         ts(json!({"type": "object", "properties": {"a": {"type": "string", "format": "uri"}}})),
-        "{\n  /** @format uri */\n  a?: string;\n}"
+        "{\n  a?: string; // @format uri\n}"
     );
 }
 
@@ -437,6 +434,6 @@ fn nested_types_indent_with_their_position() {
         json!({"type": "object", "properties": {"a": {"type": "string", "description": "d"}}});
     assert_eq!(
         super::schema_to_ts_at(&schema, 2),
-        "{\n      /** d */\n      a?: string;\n    }"
+        "{\n      a?: string; // d\n    }"
     );
 }
