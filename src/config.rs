@@ -5,6 +5,7 @@
 //! rejected), then [`validate`](validate::validate) turns it into a typed [`Config`]
 //! (`${VAR}` expanded, names checked, transport chosen).
 
+mod http;
 mod validate;
 
 use std::{
@@ -19,6 +20,7 @@ use figment::{
 };
 use serde::Deserialize;
 
+pub use http::{AllowedHost, AllowedOrigin, HttpSettings, RawHttp, split_host_port};
 pub use validate::validate;
 
 /// Prefix of the environment variables that override the file (`TOOLGATE_GATEWAY__PREFIX=never`).
@@ -87,6 +89,9 @@ pub struct RawGateway {
     /// Write call arguments into the audit log (they may hold secrets, so off by default).
     #[serde(default)]
     pub audit_arguments: bool,
+    /// `[gateway.http]`: the HTTP listener's doors and limits.
+    #[serde(default)]
+    pub http: RawHttp,
 }
 
 /// How one call of a tool may be retried.
@@ -360,6 +365,7 @@ pub struct Config {
     pub max_result_bytes: usize,
     pub audit_arguments: bool,
     pub hooks: Vec<HookConfig>,
+    pub http: HttpSettings,
 }
 
 /// Default time limit of a call: one minute.

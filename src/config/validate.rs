@@ -48,7 +48,11 @@ pub fn validate(
             "expected a positive number of milliseconds".into(),
         ));
     }
+    let http = super::http::settings(gateway.http, &profiles, &invalid, &|value| {
+        expand_vars(value, lookup)
+    })?;
     Ok(Config {
+        http,
         call_timeout_ms,
         max_result_bytes: gateway.max_result_bytes.unwrap_or(DEFAULT_MAX_RESULT_BYTES),
         audit_arguments: gateway.audit_arguments,
