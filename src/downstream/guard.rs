@@ -21,10 +21,10 @@ use futures::future::Either;
 use rmcp::{
     RoleServer,
     model::{
-        CallToolRequestParams, ClientNotification, ClientRequest, ErrorData, JsonRpcMessage,
-        RequestId,
+        CallToolRequestParams, ClientNotification, ClientRequest, ErrorData, GetExtensions,
+        GetMeta, JsonRpcMessage, RequestId, ServerResult,
     },
-    service::{RxJsonRpcMessage, TxJsonRpcMessage},
+    service::{OriginatingRequestId, RxJsonRpcMessage, TxJsonRpcMessage},
     transport::Transport,
 };
 use serde::Deserialize;
@@ -194,6 +194,60 @@ impl<T: Transport<RoleServer>> Guarded<T> {
         self.by_client.remove(&client);
         Some(client)
     }
+
+    /// The client's id of a request in flight that rmcp knows as `internal`.
+    fn client_id(&self, internal: &RequestId) -> Option<RequestId> {
+        let RequestId::Number(internal) = internal else {
+            return None;
+        };
+        self.by_internal.get(internal).cloned()
+    }
+
+    /// Puts the client's ids back wherever rmcp wrote its own: an answer's id (freeing it),
+    /// a listen stream's subscription id (its request id, in `_meta`), and the originating
+    /// request of a server request (which the HTTP session worker routes by). `None` for an
+    /// answer to a request no longer in flight.
+    fn restore_client_ids(&mut self, item: &mut TxJsonRpcMessage<RoleServer>) -> Option<()> {
+        match item {
+            JsonRpcMessage::Response(response) => {
+                let client = self.answered(&response.id)?;
+                if let ServerResult::SubscriptionsListenResult(listen) = &mut response.result {
+                    listen.meta.set_subscription_id(client.clone());
+                }
+                response.id = client;
+            }
+            JsonRpcMessage::Error(error) => {
+                if let Some(id) = &mut error.id {
+                    *id = self.answered(id)?;
+                }
+            }
+            JsonRpcMessage::Notification(notification) => {
+                // Read first: `get_meta_mut` would add an empty `_meta` to every notification.
+                if let Some(internal) = notification.notification.get_meta().subscription_id()
+                    && let Some(client) = self.client_id(&internal)
+                {
+                    notification
+                        .notification
+                        .get_meta_mut()
+                        .set_subscription_id(client);
+                }
+            }
+            JsonRpcMessage::Request(request) => {
+                let internal = request
+                    .request
+                    .extensions()
+                    .get::<OriginatingRequestId>()
+                    .map(|origin| origin.0.clone());
+                if let Some(client) = internal.and_then(|id| self.client_id(&id)) {
+                    request
+                        .request
+                        .extensions_mut()
+                        .insert(OriginatingRequestId(client));
+                }
+            }
+        }
+        Some(())
+    }
 }
 
 impl<T: Transport<RoleServer>> Transport<RoleServer> for Guarded<T> {
@@ -203,21 +257,11 @@ impl<T: Transport<RoleServer>> Transport<RoleServer> for Guarded<T> {
         &mut self,
         mut item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let answered = match &mut item {
-            JsonRpcMessage::Response(response) => Some(&mut response.id),
-            JsonRpcMessage::Error(error) => error.id.as_mut(),
-            JsonRpcMessage::Request(_) | JsonRpcMessage::Notification(_) => None,
-        };
-        if let Some(id) = answered {
-            match self.answered(id) {
-                Some(client) => *id = client,
-                None => {
-                    // The answer to a request cancelled meanwhile: the client no longer
-                    // waits for it, and its id may already name a new request.
-                    tracing::debug!(%id, "dropping the answer to a cancelled request");
-                    return Either::Right(std::future::ready(Ok(())));
-                }
-            }
+        if self.restore_client_ids(&mut item).is_none() {
+            // The answer to a request cancelled meanwhile: the client no longer waits for
+            // it, and its id may already name a new request.
+            tracing::debug!("dropping the answer to a cancelled request");
+            return Either::Right(std::future::ready(Ok(())));
         }
         Either::Left(self.inner.send(item))
     }
@@ -253,9 +297,107 @@ impl<T: Transport<RoleServer>> Transport<RoleServer> for Guarded<T> {
 
 #[cfg(test)]
 mod tests {
+    use rmcp::{
+        model::{CallToolResult, ServerResult},
+        transport::async_rw::AsyncRwTransport,
+    };
     use serde_json::json;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream};
 
     use super::*;
+
+    type Piped = Guarded<AsyncRwTransport<RoleServer, DuplexStream, DuplexStream>>;
+    type ClientLines = tokio::io::Lines<BufReader<DuplexStream>>;
+
+    /// A guarded transport over in-memory pipes: (transport, client's writer, client's lines).
+    fn pipes() -> (Piped, DuplexStream, ClientLines) {
+        let (client_out, server_in) = tokio::io::duplex(64 * 1024);
+        let (server_out, client_in) = tokio::io::duplex(64 * 1024);
+        let transport = Guarded::new(AsyncRwTransport::new_server(server_in, server_out));
+        (transport, client_out, BufReader::new(client_in).lines())
+    }
+
+    async fn write(to: &mut DuplexStream, message: Value) {
+        let mut line = serde_json::to_vec(&message).unwrap();
+        line.push(b'\n');
+        to.write_all(&line).await.unwrap();
+    }
+
+    fn call(id: Value) -> Value {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "t"}})
+    }
+
+    fn answer(id: RequestId) -> TxJsonRpcMessage<RoleServer> {
+        JsonRpcMessage::response(
+            ServerResult::CallToolResult(CallToolResult::success(vec![])),
+            id,
+        )
+    }
+
+    async fn next_line(lines: &mut ClientLines) -> Value {
+        serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn rmcp_sees_fresh_ids_and_the_client_gets_its_own_back() {
+        let (mut transport, mut to_server, mut from_server) = pipes();
+        write(&mut to_server, call(json!("a"))).await;
+        write(&mut to_server, call(json!(7))).await;
+        let JsonRpcMessage::Request(first) = transport.receive().await.unwrap() else {
+            panic!()
+        };
+        let JsonRpcMessage::Request(second) = transport.receive().await.unwrap() else {
+            panic!()
+        };
+        assert_ne!(first.id, second.id);
+        transport.send(answer(second.id)).await.unwrap();
+        transport.send(answer(first.id)).await.unwrap();
+        assert_eq!(next_line(&mut from_server).await["id"], 7);
+        assert_eq!(next_line(&mut from_server).await["id"], "a");
+        assert!(transport.by_client.is_empty() && transport.by_internal.is_empty());
+    }
+
+    #[tokio::test]
+    async fn duplicates_are_refused_and_cancelled_ids_freed() {
+        let (mut transport, mut to_server, mut from_server) = pipes();
+        write(&mut to_server, call(json!(1))).await;
+        write(&mut to_server, call(json!(1))).await;
+        write(&mut to_server, json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}})).await;
+        // A cancellation of nothing in flight must not reach rmcp, whose ids it may name.
+        write(&mut to_server, json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}})).await;
+        write(&mut to_server, call(json!(1))).await;
+
+        let JsonRpcMessage::Request(first) = transport.receive().await.unwrap() else {
+            panic!()
+        };
+        let JsonRpcMessage::Notification(cancel) = transport.receive().await.unwrap() else {
+            panic!()
+        };
+        let ClientNotification::CancelledNotification(cancel) = cancel.notification else {
+            panic!()
+        };
+        assert_eq!(
+            cancel.params.request_id,
+            Some(first.id.clone()),
+            "mapped to rmcp's id"
+        );
+        let JsonRpcMessage::Request(reused) = transport.receive().await.unwrap() else {
+            panic!()
+        };
+        assert_ne!(reused.id, first.id);
+        let refusal = next_line(&mut from_server).await;
+        assert_eq!(
+            (refusal["id"].clone(), refusal["error"]["code"].clone()),
+            (json!(1), json!(-32600))
+        );
+
+        // The cancelled request's late answer is dropped; the new one's goes out as id 1.
+        transport.send(answer(first.id)).await.unwrap();
+        transport.send(answer(reused.id)).await.unwrap();
+        let out = next_line(&mut from_server).await;
+        assert_eq!(out["id"], 1);
+        assert!(out.get("result").is_some(), "{out}");
+    }
 
     #[test]
     fn call_params_accept_objects_null_and_absent_arguments() {
