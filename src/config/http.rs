@@ -312,6 +312,97 @@ mod tests {
         }
     }
 
+    fn check(raw: RawHttp, profiles: &[Profile]) -> Result<HttpSettings, String> {
+        let invalid = |key: String, message: String| ConfigError::Invalid {
+            file: "t.toml".into(),
+            key,
+            message,
+        };
+        settings(raw, profiles, &invalid, &|v| Ok(v.to_owned())).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn settings_default_and_refuse_what_cannot_work() {
+        assert_eq!(
+            check(RawHttp::default(), &[]).unwrap(),
+            HttpSettings::default()
+        );
+        let refused = [
+            (
+                RawHttp {
+                    max_sessions: Some(0),
+                    ..RawHttp::default()
+                },
+                "gateway.http.max_sessions",
+            ),
+            (
+                RawHttp {
+                    header_timeout_secs: Some(0),
+                    ..RawHttp::default()
+                },
+                "header_timeout_secs",
+            ),
+            (
+                RawHttp {
+                    metrics_addr: Some("0.0.0.0:9464".into()),
+                    ..RawHttp::default()
+                },
+                "metrics_token",
+            ),
+            (
+                RawHttp {
+                    metrics_addr: Some("nowhere".into()),
+                    ..RawHttp::default()
+                },
+                "metrics_addr",
+            ),
+            (
+                RawHttp {
+                    allowed_origins: vec!["evil".into()],
+                    ..RawHttp::default()
+                },
+                "allowed_origins[0]",
+            ),
+            (
+                RawHttp {
+                    metrics_token: Some(" ".into()),
+                    ..RawHttp::default()
+                },
+                "metrics_token",
+            ),
+        ];
+        for (raw, key) in refused {
+            let error = check(raw, &[]).unwrap_err();
+            assert!(error.contains(key), "{error}");
+        }
+        let open = RawHttp {
+            metrics_addr: Some("0.0.0.0:9464".into()),
+            metrics_token: Some("scrape".into()),
+            ..RawHttp::default()
+        };
+        assert!(
+            check(open, &[]).is_ok(),
+            "a token opens a non-loopback address"
+        );
+        let ops = Profile {
+            name: super::super::ProfileName::parse("ops").unwrap(),
+            extends: None,
+            allow: None,
+            deny: None,
+            tokens: vec![Secret::new("shared".into())],
+        };
+        let shared = RawHttp {
+            metrics_token: Some("shared".into()),
+            ..RawHttp::default()
+        };
+        let error = check(shared, &[ops]).unwrap_err();
+        assert!(error.contains("also a profile's token"), "{error}");
+        assert!(
+            !error.contains("shared"),
+            "the secret is never printed: {error}"
+        );
+    }
+
     #[test]
     fn hosts_parse_with_and_without_port() {
         assert_eq!(
