@@ -67,6 +67,14 @@ async fn the_gateway_cap_refuses_with_503_and_one_warning() {
         assert_eq!(session, None);
         assert_full(&answer, "gateway.http.max_sessions");
     }
+    // The log is read from a pipe: give the line a moment to arrive.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while gateway.log_lines("refusing new MCP sessions").is_empty()
+        && std::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
     let warnings = gateway.log_lines("refusing new MCP sessions");
     assert_eq!(
         warnings.len(),
