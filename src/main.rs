@@ -190,7 +190,12 @@ async fn serve(
     profile: ProfileName,
     stop: CancellationToken,
 ) -> ExitCode {
-    let metrics = match metrics.or(gateway.config.http.metrics_addr) {
+    let metrics_addr = metrics.or(gateway.config.http.metrics_addr);
+    if let Some(Err(error)) = metrics_addr.map(|a| gateway.config.http.check_metrics_addr(a)) {
+        eprintln!("toolgate: {error}");
+        return ExitCode::from(EXIT_CONFIG);
+    }
+    let metrics = match metrics_addr {
         Some(addr) => match downstream::http::MetricsListener::bind(&gateway, addr).await {
             Ok(listener) => {
                 // Tests and scripts read this line to learn the port when ADDR ends in :0.
@@ -202,7 +207,7 @@ async fn serve(
             }
             Err(error) => {
                 eprintln!("toolgate: {error:#}");
-                return ExitCode::from(EXIT_CONFIG);
+                return ExitCode::FAILURE;
             }
         },
         None => None,
