@@ -6,6 +6,7 @@
 //! (`${VAR}` expanded, names checked, transport chosen).
 
 mod code;
+mod http;
 mod validate;
 
 use std::{
@@ -21,6 +22,7 @@ use figment::{
 use serde::Deserialize;
 
 pub use code::{CodeSettings, Mode, RawCode, SdkForm};
+pub use http::{AllowedHost, AllowedOrigin, HttpSettings, RawHttp, split_host_port};
 pub use validate::validate;
 
 /// Prefix of the environment variables that override the file (`TOOLGATE_GATEWAY__PREFIX=never`).
@@ -98,6 +100,9 @@ pub struct RawGateway {
     /// Limits of `run_code` runs and the worker pool.
     #[serde(default)]
     pub code: RawCode,
+    /// `[gateway.http]`: the HTTP listener's doors and limits.
+    #[serde(default)]
+    pub http: RawHttp,
 }
 
 /// How one call of a tool may be retried.
@@ -398,6 +403,7 @@ pub struct Config {
     pub max_result_bytes: usize,
     pub audit_arguments: bool,
     pub hooks: Vec<HookConfig>,
+    pub http: HttpSettings,
     /// Code mode: the gateway's default mode, the SDK form, run limits.
     pub code: CodeSettings,
 }

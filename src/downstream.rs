@@ -6,6 +6,7 @@
 //! started at `notifications/initialized`; 2026-07-28 clients get it on their
 //! `subscriptions/listen` stream.
 
+pub mod guard;
 pub mod http;
 pub mod stdio;
 

@@ -49,6 +49,10 @@ enum Command {
         /// Append one JSON line per call to FILE.
         #[arg(long, value_name = "FILE")]
         audit_log: Option<PathBuf>,
+        /// Serve Prometheus metrics at http://ADDR/metrics, on a listener of their own
+        /// (overrides `gateway.http.metrics_addr`; non-loopback needs `metrics_token`).
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<SocketAddr>,
     },
     /// Start every server, print each one's state and tool count; non-zero exit on any problem.
     Check,
@@ -198,7 +202,9 @@ async fn run(command: Command, config: config::Config, profile: ProfileName) -> 
         }
     };
     let code = match command {
-        Command::Serve { http, .. } => serve(gateway.clone(), http, profile, stop).await,
+        Command::Serve { http, metrics, .. } => {
+            serve(gateway.clone(), http, metrics, profile, stop).await
+        }
         Command::Check => check(&gateway),
         Command::Tools => tools(&gateway, &profile),
         Command::Sdk => sdk(&gateway, &profile),
@@ -213,19 +219,54 @@ async fn run(command: Command, config: config::Config, profile: ProfileName) -> 
 async fn serve(
     gateway: Arc<Gateway>,
     http: Option<SocketAddr>,
+    metrics: Option<SocketAddr>,
     profile: ProfileName,
     stop: CancellationToken,
 ) -> ExitCode {
-    let served = match http {
-        Some(addr) => {
-            downstream::http::serve(gateway, addr, stop, |bound| {
+    let metrics_addr = metrics.or(gateway.config.http.metrics_addr);
+    if let Some(Err(error)) = metrics_addr.map(|a| gateway.config.http.check_metrics_addr(a)) {
+        eprintln!("toolgate: {error}");
+        return ExitCode::from(EXIT_CONFIG);
+    }
+    let metrics = match metrics_addr {
+        Some(addr) => match downstream::http::MetricsListener::bind(&gateway, addr).await {
+            Ok(listener) => {
                 // Tests and scripts read this line to learn the port when ADDR ends in :0.
-                eprintln!("toolgate: listening on http://{bound}/mcp");
-            })
-            .await
-        }
-        None => downstream::stdio::serve(gateway, profile, stop).await,
+                eprintln!(
+                    "toolgate: metrics on http://{}/metrics",
+                    listener.local_addr()
+                );
+                Some(listener)
+            }
+            Err(error) => {
+                eprintln!("toolgate: {error:#}");
+                return ExitCode::FAILURE;
+            }
+        },
+        None => None,
     };
+    let stop_metrics = stop.child_token();
+    let mcp = async {
+        let served = match http {
+            Some(addr) => {
+                downstream::http::serve(gateway.clone(), addr, stop.clone(), |bound| {
+                    // Tests and scripts read this line to learn the port when ADDR ends in :0.
+                    eprintln!("toolgate: listening on http://{bound}/mcp");
+                })
+                .await
+            }
+            None => downstream::stdio::serve(gateway.clone(), profile, stop.clone()).await,
+        };
+        // The metrics outlive no MCP session.
+        stop_metrics.cancel();
+        served
+    };
+    let scrapes = async {
+        if let Some(listener) = metrics {
+            listener.serve(gateway.clone(), stop_metrics.clone()).await;
+        }
+    };
+    let (served, ()) = tokio::join!(mcp, scrapes);
     match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {

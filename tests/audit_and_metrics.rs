@@ -1,6 +1,6 @@
 //! The durable record of calls: `serve --audit-log FILE` writes one JSON line per resolved call
-//! (arguments only with `[gateway] audit_arguments = true`), and over HTTP `GET /metrics`
-//! serves per-tool counts, error counts by code and a latency histogram as Prometheus text.
+//! (arguments only with `[gateway] audit_arguments = true`), and `serve --metrics ADDR` serves
+//! per-tool counts, error counts by code and a latency histogram as Prometheus text.
 
 mod common;
 
@@ -184,15 +184,15 @@ async fn audit_arguments_puts_each_calls_arguments_in_its_line() {
     }
 }
 
-/// `GET <base>/metrics` (the MCP URL without `/mcp`): status, content type, body.
+/// `toolgate serve --http 127.0.0.1:0 --metrics 127.0.0.1:0`.
+async fn start_with_metrics(work: &Workdir) -> HttpGateway {
+    within(HttpGateway::start_with(work, &["--metrics", "127.0.0.1:0"])).await
+}
+
+/// `GET /metrics` on the metrics listener: status, content type, body.
 async fn scrape(gateway: &HttpGateway) -> String {
-    let base = gateway
-        .url
-        .strip_suffix("/mcp")
-        .expect("the MCP URL ends in /mcp");
-    let response = within(reqwest::get(format!("{base}/metrics")))
-        .await
-        .expect("GET /metrics");
+    let url = gateway.metrics_url.as_deref().expect("serving metrics");
+    let response = within(reqwest::get(url)).await.expect("GET /metrics");
     assert_eq!(response.status(), 200);
     let content_type = response
         .headers()
@@ -231,7 +231,7 @@ fn buckets(metrics: &str, tool: &str) -> Vec<(String, f64)> {
 #[tokio::test]
 async fn metrics_count_calls_errors_and_latency_per_tool() {
     let work = workdir("");
-    let gateway = within(HttpGateway::start(&work)).await;
+    let gateway = start_with_metrics(&work).await;
 
     let before = scrape(&gateway).await;
     assert!(
@@ -343,7 +343,7 @@ async fn metrics_count_calls_errors_and_latency_per_tool() {
 #[tokio::test]
 async fn metrics_count_upstream_tool_errors_like_the_audit_log() {
     let work = workdir("");
-    let gateway = within(HttpGateway::start(&work)).await;
+    let gateway = start_with_metrics(&work).await;
     let (client, _) = within(gateway.client()).await;
     let failed = within(call(&client, "echo__fail", json!({})))
         .await

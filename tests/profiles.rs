@@ -45,10 +45,9 @@ async fn a_bearer_token_at_mcp_selects_its_profile() {
         .await
         .unwrap();
     assert_eq!(tool_names(&ops).await.len(), 8);
-    // No token: the unguarded default profile.
-    let (anonymous, _) = try_http_client(&http.url, None).await.unwrap();
-    assert_eq!(tool_names(&anonymous).await.len(), 8);
-    for client in [reviewer, ops, anonymous] {
+    // No token while tokens are in use: refused (tests/http_auth.rs has the details).
+    assert!(try_http_client(&http.url, None).await.is_err());
+    for client in [reviewer, ops] {
         client.cancel().await.unwrap();
     }
 }
@@ -66,7 +65,10 @@ async fn wrong_missing_or_unknown_tokens_are_refused_with_a_clear_body() {
     let (status, body) = initialize_status(&format!("{url}/ops"), None).await;
     assert_eq!(
         (status, body.as_str()),
-        (401, "profile \"ops\" requires a bearer token\n")
+        (
+            401,
+            "this gateway requires a bearer token: profiles list tokens, and callers without one are refused\n"
+        )
     );
     let (status, body) = initialize_status(url, Some("guess")).await;
     assert_eq!((status, body.as_str()), (401, "unknown bearer token\n"));

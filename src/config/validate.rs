@@ -55,8 +55,12 @@ pub fn validate(
         &gateway.code,
         &invalid,
     )?;
+    let http = super::http::settings(gateway.http, &profiles, &invalid, &|value| {
+        expand_vars(value, lookup)
+    })?;
     Ok(Config {
         code,
+        http,
         call_timeout_ms,
         max_result_bytes: gateway.max_result_bytes.unwrap_or(DEFAULT_MAX_RESULT_BYTES),
         audit_arguments: gateway.audit_arguments,

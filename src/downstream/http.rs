@@ -1,176 +1,194 @@
 //! Serving MCP over streamable HTTP: `/mcp` and `/mcp/{profile}`, a profile chosen by path or bearer token.
 //!
-//! Selection rules, checked before any MCP handling:
-//! - `Authorization: Bearer T` with a token no profile lists → 401;
-//! - on `/mcp/{p}`: an unknown `p` → 404; a token of another profile → 403; no token while
-//!   `p` lists tokens → 401;
-//! - on `/mcp`: the token's profile, else `default` (401 if `require_profile`, or if
-//!   `default` lists tokens).
+//! Every request passes these checks, in order, before any MCP handling:
+//! 1. **Host and Origin** ([`doors`]): a missing, empty or malformed `Host` → 400; a `Host`
+//!    that does not name this server → 403; an `Origin` that is not loopback or in
+//!    `gateway.http.allowed_origins` → 403 (no `Origin`: not checked).
+//! 2. **Profile and token** ([`auth`]); every 401 carries `WWW-Authenticate: Bearer`:
+//!    - `Authorization: Bearer T` with a token no profile lists → 401;
+//!    - **no token while any profile lists tokens → 401**, unless
+//!      `gateway.http.allow_anonymous = true`, which lets callers without a token use the
+//!      profiles that list none (as when no profile lists tokens at all);
+//!    - on `/mcp/{p}`: an unknown `p` → 404; a token of another profile → 403; no token while
+//!      `p` lists tokens → 401;
+//!    - on `/mcp`: the token's profile, else `default` (401 if `require_profile`, or if
+//!      `default` lists tokens).
+//! 3. **The POST body** ([`envelope`]): read within `body_timeout_secs` (408) and 4 MiB (413);
+//!    then a `tools/call` with malformed params is answered `-32602`, a request reusing the
+//!    id of one still in flight on its session is answered `-32600`
+//!    ([`guard`](super::guard)), and an `initialize` beyond the session caps gets 503
+//!    ([`sessions`]).
 //!
-//! Tokens are compared in constant time (as SHA-256 digests), never logged, never forwarded.
+//! Connections are capped below the open-file limit, with header and idle timeouts
+//! ([`connections`]). Tokens are compared in constant time (as SHA-256 digests), never
+//! logged, never forwarded. `/metrics` is served on its own listener ([`metrics`]).
 
-use std::{collections::HashMap, net::SocketAddr, sync::Arc};
+pub mod auth;
+pub mod connections;
+pub mod doors;
+pub mod envelope;
+pub mod metrics;
+pub mod sessions;
+
+use std::{collections::HashMap, net::SocketAddr, sync::Arc, time::Duration};
 
 use axum::{
     body::Body,
     extract::{Path, Request, State},
-    http::{StatusCode, header::AUTHORIZATION},
+    http::{HeaderValue, Method, StatusCode, header::RETRY_AFTER},
     response::{IntoResponse, Response},
     routing::any,
 };
-use rmcp::transport::streamable_http_server::{
-    StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+use rmcp::{
+    model::{ErrorCode, ErrorData, RequestId},
+    transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService},
 };
-use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 use tower_service::Service;
 
-use super::GatewayService;
+pub use self::metrics::MetricsListener;
+use self::{
+    auth::{Access, Refusal},
+    connections::ConnectionLimits,
+    doors::Doors,
+    envelope::{Envelope, InFlight, hold_until_sent, jsonrpc_error, read_body},
+    sessions::{CappedSessions, Full, SessionLimits},
+};
+use super::{
+    GatewayService,
+    guard::{TOOLS_CALL, call_params_problem, duplicate_id},
+};
 use crate::{config::ProfileName, gateway::Gateway};
 
-type Endpoint = StreamableHttpService<GatewayService, LocalSessionManager>;
+type Endpoint = StreamableHttpService<GatewayService, CappedSessions>;
 
-/// Every profile's MCP endpoint and the tokens that select them.
-struct Endpoints {
-    by_profile: HashMap<ProfileName, Endpoint>,
-    /// (SHA-256 of a token, its profile): digests have one length, so comparing them in
-    /// constant time reveals nothing about the token's length either.
-    tokens: Vec<([u8; 32], ProfileName)>,
-    guarded: Vec<ProfileName>,
-    require_profile: bool,
+/// The header naming a request's MCP session.
+const SESSION_HEADER: &str = "mcp-session-id";
+/// How long a client refused for the session cap is told to wait.
+const SESSION_RETRY_AFTER_SECS: u64 = 30;
+/// rmcp's SSE keep-alive, when the idle timeout leaves room for it.
+const SSE_KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// Everything a request meets before rmcp: the checks of the module doc, then its endpoint.
+struct Front {
+    doors: Doors,
+    access: Access,
+    endpoints: HashMap<ProfileName, Endpoint>,
+    sessions: Arc<SessionLimits>,
+    in_flight: Arc<InFlight>,
+    body_timeout: Duration,
 }
 
-impl Endpoints {
-    fn profile_of_token(&self, token: &str) -> Option<&ProfileName> {
-        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        // Look at every entry whatever matches, so timing does not tell which one did.
-        let mut found = None;
-        for (candidate, profile) in &self.tokens {
-            let difference = candidate
-                .iter()
-                .zip(digest.iter())
-                .fold(0u8, |acc, (a, b)| acc | (a ^ b));
-            if difference == 0 {
-                found = Some(profile);
-            }
-        }
-        found
-    }
-
-    /// Which profile this request is for, or the refusal to send.
-    fn select(
-        &self,
-        path_profile: Option<&str>,
-        request: &Request,
-    ) -> Result<ProfileName, Refusal> {
-        let token_profile = match bearer_token(request) {
-            Ok(Some(token)) => match self.profile_of_token(token) {
-                Some(profile) => Some(profile),
-                None => {
-                    return Err(Refusal(
-                        StatusCode::UNAUTHORIZED,
-                        "unknown bearer token".to_owned(),
-                    ));
-                }
-            },
-            Ok(None) => None,
-            Err(()) => {
-                return Err(Refusal(
-                    StatusCode::UNAUTHORIZED,
-                    "the Authorization header must be `Bearer <token>`".to_owned(),
-                ));
-            }
-        };
-        let profile = match (path_profile, token_profile) {
-            (Some(name), token_profile) => {
-                let Some(profile) = self.by_profile.keys().find(|p| p.as_str() == name) else {
-                    return Err(Refusal(
-                        StatusCode::NOT_FOUND,
-                        format!("unknown profile {name:?}"),
-                    ));
-                };
-                match token_profile {
-                    Some(owner) if owner != profile => {
-                        return Err(Refusal(
-                            StatusCode::FORBIDDEN,
-                            format!("this bearer token does not grant profile {name:?}"),
-                        ));
-                    }
-                    Some(_) => {}
-                    None if self.guarded.contains(profile) => {
-                        return Err(Refusal(
-                            StatusCode::UNAUTHORIZED,
-                            format!("profile {name:?} requires a bearer token"),
-                        ));
-                    }
-                    None => {}
-                }
-                profile.clone()
-            }
-            (None, Some(profile)) => profile.clone(),
-            (None, None) => {
-                let default = ProfileName::default_profile();
-                if self.require_profile || self.guarded.contains(&default) {
-                    return Err(Refusal(
-                        StatusCode::UNAUTHORIZED,
-                        "this gateway requires a profile: use /mcp/{profile} or a bearer token"
-                            .to_owned(),
-                    ));
-                }
-                default
-            }
-        };
-        Ok(profile)
-    }
-
+impl Front {
     async fn serve(&self, path_profile: Option<&str>, request: Request) -> Response {
-        let profile = match self.select(path_profile, &request) {
+        if let Err(refusal) = self.doors.check(request.headers()) {
+            return refusal.into_response();
+        }
+        let profile = match self.access.select(path_profile, request.headers()) {
             Ok(profile) => profile,
-            Err(Refusal(status, message)) => return refuse(status, &message),
+            Err(refusal) => return refusal.into_response(),
         };
-        let Some(endpoint) = self.by_profile.get(&profile) else {
-            return refuse(StatusCode::NOT_FOUND, "unknown profile");
+        let Some(endpoint) = self.endpoints.get(&profile) else {
+            return Refusal::new(StatusCode::NOT_FOUND, "unknown profile").into_response();
         };
-        let mut endpoint = endpoint.clone();
-        match endpoint.call(request).await {
-            Ok(response) => {
-                let (parts, body) = response.into_parts();
-                Response::from_parts(parts, Body::new(body))
+        if request.method() != Method::POST {
+            return forward(endpoint, request).await;
+        }
+        let (parts, body) = request.into_parts();
+        let bytes = match read_body(body, self.body_timeout).await {
+            Ok(bytes) => bytes,
+            Err(refusal) => return refusal.into_response(),
+        };
+        let session = parts
+            .headers
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok());
+        let envelope = Envelope::peek(&bytes);
+        let mut claim = None;
+        let mut reservation = None;
+        if let Some(envelope) = &envelope
+            && let Some((id, method)) = envelope.request()
+        {
+            if method == TOOLS_CALL
+                && let Some(problem) = self.call_params_problem(envelope)
+            {
+                return jsonrpc_error(id.clone(), ErrorData::invalid_params(problem, None));
             }
-            Err(never) => match never {},
+            match session {
+                Some(session) => match self.in_flight.begin(session, id) {
+                    Some(taken) => claim = Some(taken),
+                    None => return jsonrpc_error(id.clone(), duplicate_id(id)),
+                },
+                None if method == "initialize" => match self.sessions.reserve(&profile) {
+                    Ok(held) => reservation = Some(held),
+                    Err(Full(message)) => return session_cap_refusal(id, message),
+                },
+                None => {}
+            }
+        }
+        let response = forward(endpoint, Request::from_parts(parts, Body::from(bytes))).await;
+        // rmcp has counted the new session (if any) by now.
+        drop(reservation);
+        match claim {
+            Some(claim) => hold_until_sent(response, claim),
+            None => response,
         }
     }
-}
 
-/// `Ok(None)` without an Authorization header; `Err` for one that is not a bearer token.
-fn bearer_token(request: &Request) -> Result<Option<&str>, ()> {
-    let Some(value) = request.headers().get(AUTHORIZATION) else {
-        return Ok(None);
-    };
-    let value = value.to_str().map_err(|_| ())?;
-    let (scheme, token) = value.split_once(' ').ok_or(())?;
-    if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() {
-        Ok(Some(token.trim()))
-    } else {
-        Err(())
+    fn call_params_problem(&self, envelope: &Envelope) -> Option<String> {
+        let params = match &envelope.params {
+            Some(raw) => match serde_json::from_str(raw.get()) {
+                Ok(params) => Some(params),
+                // Too deep to decode here: rmcp refuses it on its own.
+                Err(_) => return None,
+            },
+            None => None,
+        };
+        call_params_problem(params.as_ref())
     }
 }
 
-/// Why a request gets no MCP endpoint: the status and a one-line explanation.
-struct Refusal(StatusCode, String);
-
-fn refuse(status: StatusCode, message: &str) -> Response {
-    (status, format!("{message}\n")).into_response()
+async fn forward(endpoint: &Endpoint, request: Request) -> Response {
+    let mut endpoint = endpoint.clone();
+    match endpoint.call(request).await {
+        Ok(response) => {
+            let (parts, body) = response.into_parts();
+            Response::from_parts(parts, Body::new(body))
+        }
+        Err(never) => match never {},
+    }
 }
 
-/// Binds `addr` and serves until `stop` fires (SIGTERM/SIGINT). Calls `on_bound` with the
-/// real address (useful with port 0).
+/// 503 with a JSON-RPC error body, so MCP clients can show the reason.
+fn session_cap_refusal(id: &RequestId, message: String) -> Response {
+    let mut response = jsonrpc_error(id.clone(), ErrorData::new(ErrorCode(-32000), message, None));
+    *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+    response
+        .headers_mut()
+        .insert(RETRY_AFTER, HeaderValue::from(SESSION_RETRY_AFTER_SECS));
+    response
+}
+
+/// Binds `addr` and serves until `stop_serving` fires (SIGTERM/SIGINT) or the gateway stops.
+/// Calls `on_bound` with the real address (useful with port 0).
 pub async fn serve(
     gateway: Arc<Gateway>,
     addr: SocketAddr,
     stop_serving: CancellationToken,
     on_bound: impl FnOnce(SocketAddr),
 ) -> anyhow::Result<()> {
+    let config = &gateway.config;
+    let settings = &config.http;
+    let fd_limit = connections::raise_fd_limit();
+    let limits = ConnectionLimits {
+        max_connections: connections::connection_cap(
+            settings.max_connections,
+            fd_limit,
+            config.servers.len() + config.hooks.len(),
+        ),
+        header_timeout: settings.header_timeout,
+        idle_timeout: settings.connection_idle,
+    };
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| anyhow::anyhow!("could not listen on {addr}: {e}"))?;
@@ -178,94 +196,86 @@ pub async fn serve(
     on_bound(bound);
 
     let stop = gateway.shutdown_token().child_token();
-    let mut config = StreamableHttpServerConfig::default().with_cancellation_token(stop.clone());
-    // Loopback names are allowed by default (DNS-rebinding protection); a non-loopback bind
-    // also accepts its own address.
-    if !bound.ip().is_loopback() && !bound.ip().is_unspecified() {
-        config.allowed_hosts.push(bound.ip().to_string());
-    }
-    let profiles = &gateway.config.profiles;
-    let endpoints = Arc::new(Endpoints {
-        by_profile: profiles
-            .iter()
-            .map(|p| {
-                let service = GatewayService::new(gateway.clone(), p.name.clone());
-                let endpoint = StreamableHttpService::new(
-                    move || Ok(service.clone()),
-                    Arc::new(LocalSessionManager::default()),
-                    config.clone(),
-                );
-                (p.name.clone(), endpoint)
-            })
-            .collect(),
-        tokens: profiles
-            .iter()
-            .flat_map(|p| {
-                p.tokens
-                    .iter()
-                    .map(|t| (Sha256::digest(t.expose().as_bytes()).into(), p.name.clone()))
-            })
-            .collect(),
-        guarded: profiles
-            .iter()
-            .filter(|p| !p.tokens.is_empty())
-            .map(|p| p.name.clone())
-            .collect(),
-        require_profile: gateway.config.require_profile,
+    let doors = Doors::new(bound, &settings.allowed_hosts, &settings.allowed_origins);
+    let mut rmcp_config = StreamableHttpServerConfig::default()
+        .with_cancellation_token(stop.clone())
+        .with_allowed_hosts(doors.rmcp_hosts())
+        // SSE pings are what keeps a long call's connection from looking idle.
+        .with_sse_keep_alive(Some(SSE_KEEP_ALIVE.min(settings.connection_idle / 2)));
+    rmcp_config.max_request_body_bytes = envelope::MAX_BODY_BYTES;
+    let sessions = SessionLimits::new(settings);
+    let endpoints = config
+        .profiles
+        .iter()
+        .map(|p| {
+            let service = GatewayService::new(gateway.clone(), p.name.clone());
+            let manager =
+                CappedSessions::new(sessions.clone(), p.name.clone(), settings.session_idle);
+            let endpoint = StreamableHttpService::new(
+                move || Ok(service.clone()),
+                Arc::new(manager),
+                rmcp_config.clone(),
+            );
+            (p.name.clone(), endpoint)
+        })
+        .collect();
+    let front = Arc::new(Front {
+        doors,
+        access: Access::new(config),
+        endpoints,
+        sessions,
+        in_flight: Arc::default(),
+        body_timeout: settings.body_timeout,
     });
 
-    let app = axum::Router::new()
-        .route(
-            "/mcp",
-            any(
-                |State(endpoints): State<Arc<Endpoints>>, request: Request| async move {
-                    endpoints.serve(None, request).await
-                },
-            ),
-        )
-        .route(
-            "/mcp/{profile}",
-            any(
-                |State(endpoints): State<Arc<Endpoints>>,
-                 Path(profile): Path<String>,
-                 request: Request| async move {
-                    endpoints.serve(Some(&profile), request).await
-                },
-            ),
-        )
-        .route(
-            "/metrics",
-            axum::routing::get({
-                let gateway = gateway.clone();
-                move || async move {
-                    (
-                        [(
-                            axum::http::header::CONTENT_TYPE,
-                            "text/plain; version=0.0.4",
-                        )],
-                        gateway.pipeline.metrics.render(),
-                    )
-                }
-            }),
-        )
-        .fallback(|uri: axum::http::Uri| async move {
-            refuse(
-                StatusCode::NOT_FOUND,
-                &format!("no MCP endpoint at {uri}: use /mcp or /mcp/{{profile}}"),
+    let app =
+        axum::Router::new()
+            .route(
+                "/mcp",
+                any(
+                    |State(front): State<Arc<Front>>, request: Request| async move {
+                        front.serve(None, request).await
+                    },
+                ),
             )
-        })
-        .with_state(endpoints);
-    tracing::info!(%bound, "serving MCP over HTTP at /mcp and /mcp/{{profile}}");
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            tokio::select! {
-                // Asked to stop by signal.
-                () = stop_serving.cancelled() => {}
-                // The gateway is stopping for another reason.
-                () = stop.cancelled() => {}
-            }
-            stop.cancel();
-        })
-        .await?;
+            .route(
+                "/mcp/{profile}",
+                any(
+                    |State(front): State<Arc<Front>>,
+                     Path(profile): Path<String>,
+                     request: Request| async move {
+                        front.serve(Some(&profile), request).await
+                    },
+                ),
+            )
+            .fallback(|uri: axum::http::Uri| async move {
+                Refusal::new(
+                    StatusCode::NOT_FOUND,
+                    format!("no MCP endpoint at {uri}: use /mcp or /mcp/{{profile}}"),
+                )
+            })
+            .with_state(front);
+    tracing::info!(
+        %bound,
+        max_connections = limits.max_connections,
+        fd_limit = fd_limit.unwrap_or(0),
+        max_sessions = settings.max_sessions,
+        "serving MCP over HTTP at /mcp and /mcp/{{profile}}"
+    );
+    let stopper = async {
+        tokio::select! {
+            // Asked to stop by signal.
+            () = stop_serving.cancelled() => {}
+            // The gateway is stopping for another reason.
+            () = stop.cancelled() => {}
+        }
+        stop.cancel();
+        // The listener drains and returns on its own now.
+        std::future::pending::<()>().await;
+    };
+    tokio::select! {
+        () = connections::serve(listener, app, limits, stop.clone()) => {}
+        () = stopper => {}
+    }
     Ok(())
 }

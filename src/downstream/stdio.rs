@@ -2,10 +2,10 @@
 
 use std::sync::Arc;
 
-use rmcp::ServiceExt;
+use rmcp::{ServiceExt, transport::async_rw::AsyncRwTransport};
 use tokio_util::sync::CancellationToken;
 
-use super::GatewayService;
+use super::{GatewayService, guard::Guarded};
 use crate::{config::ProfileName, gateway::Gateway};
 
 /// Serves `profile` until the client closes stdin, `stop` fires (SIGTERM/SIGINT), or the
@@ -17,7 +17,10 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     let service = GatewayService::new(gateway.clone(), profile);
     // Non-blocking pipes: the blocking `stdio()` costs a thread hand-off per message.
-    let handshake = service.serve(rmcp::transport::stdio_pipes());
+    let (stdin, stdout) = rmcp::transport::stdio_pipes();
+    // Duplicate ids and malformed `tools/call` params are answered before rmcp dispatches.
+    let transport = Guarded::new(AsyncRwTransport::new_server(stdin, stdout));
+    let handshake = service.serve(transport);
     let running = tokio::select! {
         // The client said hello (or the handshake failed).
         running = handshake => running?,

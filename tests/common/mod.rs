@@ -27,9 +27,12 @@ use tokio::{
     sync::Notify,
 };
 
-/// The `toolgate` binary under test.
+/// The `toolgate` binary under test; `TEST_TOOLGATE_BIN` runs the tests against another
+/// build (for example the previous release, to see a new test fail there).
 pub fn toolgate() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_toolgate"))
+    std::env::var_os("TEST_TOOLGATE_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_toolgate")))
 }
 
 /// The path of a built example server (`echo_server`, `other_server`), building it if a
@@ -166,14 +169,32 @@ pub async fn stdio_client_with(work: &Workdir, extra: &[&str]) -> (Client, Recor
 pub struct HttpGateway {
     pub child: tokio::process::Child,
     pub url: String,
+    /// `http://ADDR/metrics` when serving metrics.
+    pub metrics_url: Option<String>,
+    /// Everything it wrote to stderr so far.
+    pub log: Arc<Mutex<String>>,
 }
 
 impl HttpGateway {
     pub async fn start(work: &Workdir) -> Self {
-        let mut child = tokio::process::Command::new(toolgate())
+        Self::start_with(work, &[]).await
+    }
+
+    /// Like [`HttpGateway::start`], with extra arguments after `serve --http 127.0.0.1:0`.
+    pub async fn start_with(work: &Workdir, extra: &[&str]) -> Self {
+        let mut command = tokio::process::Command::new(toolgate());
+        command
             .arg("--config")
             .arg(work.config())
             .args(["serve", "--http", "127.0.0.1:0"])
+            .args(extra);
+        Self::launch(command).await
+    }
+
+    /// Runs `command` (which must end up running `toolgate serve --http ...`) and waits
+    /// until it listens.
+    pub async fn launch(mut command: tokio::process::Command) -> Self {
+        let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -182,9 +203,20 @@ impl HttpGateway {
             .expect("spawn toolgate --http");
         let stderr = child.stderr.take().expect("stderr piped");
         let mut lines = BufReader::new(stderr).lines();
+        let log = Arc::new(Mutex::new(String::new()));
+        let keep = |line: &str| {
+            eprintln!("[toolgate] {line}");
+            let mut log = log.lock().unwrap();
+            log.push_str(line);
+            log.push('\n');
+        };
+        let mut metrics_url = None;
         let url = tokio::time::timeout(Duration::from_secs(60), async {
             while let Some(line) = lines.next_line().await.expect("read stderr") {
-                eprintln!("[toolgate] {line}");
+                keep(&line);
+                if let Some(url) = line.strip_prefix("toolgate: metrics on ") {
+                    metrics_url = Some(url.to_owned());
+                }
                 if let Some(url) = line.strip_prefix("toolgate: listening on ") {
                     return url.to_owned();
                 }
@@ -194,16 +226,45 @@ impl HttpGateway {
         .await
         .expect("toolgate listens within 60s");
         // Keep draining stderr so the gateway never blocks on a full pipe.
+        let drained = log.clone();
         tokio::spawn(async move {
             while let Ok(Some(line)) = lines.next_line().await {
                 eprintln!("[toolgate] {line}");
+                let mut log = drained.lock().unwrap();
+                log.push_str(&line);
+                log.push('\n');
             }
         });
-        Self { child, url }
+        Self {
+            child,
+            url,
+            metrics_url,
+            log,
+        }
     }
 
     pub async fn client(&self) -> (Client, Recorder) {
         http_client(&self.url).await
+    }
+
+    /// `host:port` of the MCP listener.
+    pub fn authority(&self) -> String {
+        self.url
+            .strip_prefix("http://")
+            .and_then(|rest| rest.strip_suffix("/mcp"))
+            .expect("the MCP URL is http://HOST:PORT/mcp")
+            .to_owned()
+    }
+
+    /// The stderr lines so far that contain `needle`.
+    pub fn log_lines(&self, needle: &str) -> Vec<String> {
+        self.log
+            .lock()
+            .unwrap()
+            .lines()
+            .filter(|line| line.contains(needle))
+            .map(str::to_owned)
+            .collect()
     }
 }
 
@@ -308,4 +369,152 @@ pub fn run_toolgate(args: &[&str]) -> (Option<i32>, String, String) {
         String::from_utf8_lossy(&output.stdout).into_owned(),
         String::from_utf8_lossy(&output.stderr).into_owned(),
     )
+}
+
+/// An `initialize` request as an MCP client sends it first.
+pub fn initialize_request(id: u64) -> serde_json::Value {
+    serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "toolgate-tests", "version": "0"}
+        }
+    })
+}
+
+/// A `tools/call` request with `arguments` as given (any JSON).
+pub fn call_request(id: u64, name: &str, arguments: serde_json::Value) -> serde_json::Value {
+    serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": arguments}
+    })
+}
+
+/// POSTs `body` to `url` as an MCP client does (JSON, accepting JSON and SSE), in
+/// `session` when given, with `headers` added.
+pub async fn mcp_post(
+    url: &str,
+    session: Option<&str>,
+    headers: &[(&str, &str)],
+    body: &serde_json::Value,
+) -> reqwest::Response {
+    // One client for all: building one per request costs more than the request, in debug.
+    static CLIENT: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
+    let mut request = CLIENT
+        .get_or_init(reqwest::Client::new)
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(serde_json::to_vec(body).expect("serialize"));
+    if let Some(session) = session {
+        request = request.header("mcp-session-id", session);
+    }
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.send().await.expect("POST reaches the gateway")
+}
+
+/// The JSON-RPC answer in a response body, JSON or SSE (the first `data:` event that is an
+/// answer).
+pub async fn jsonrpc_answer(response: reqwest::Response) -> serde_json::Value {
+    let text = response.text().await.expect("response body");
+    if let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) {
+        return value;
+    }
+    text.lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .filter_map(|data| serde_json::from_str::<serde_json::Value>(data.trim()).ok())
+        .find(|value| value.get("result").is_some() || value.get("error").is_some())
+        .unwrap_or_else(|| panic!("no JSON-RPC answer in {text:?}"))
+}
+
+/// Opens an MCP session over raw HTTP (`initialize` + `notifications/initialized`); its id.
+pub async fn raw_session(url: &str, headers: &[(&str, &str)]) -> String {
+    let response = mcp_post(url, None, headers, &initialize_request(0)).await;
+    assert_eq!(response.status(), 200, "initialize: {response:?}");
+    let session = response
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .expect("a session id")
+        .to_owned();
+    let answer = jsonrpc_answer(response).await;
+    assert!(answer.get("result").is_some(), "{answer}");
+    let initialized = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let response = mcp_post(url, Some(&session), headers, &initialized).await;
+    assert_eq!(response.status(), 202, "notifications/initialized");
+    session
+}
+
+/// `toolgate serve` over stdio driven by hand: JSON lines in, JSON lines out.
+pub struct RawStdio {
+    pub child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+}
+
+impl RawStdio {
+    /// Starts `toolgate serve` with the config in `work` and completes the handshake.
+    pub async fn start(work: &Workdir) -> Self {
+        let mut child = tokio::process::Command::new(toolgate())
+            .arg("--config")
+            .arg(work.config())
+            .arg("serve")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn toolgate serve");
+        let stdin = child.stdin.take().expect("stdin piped");
+        let lines = BufReader::new(child.stdout.take().expect("stdout piped")).lines();
+        let mut raw = Self {
+            child,
+            stdin,
+            lines,
+        };
+        raw.send(&initialize_request(0)).await;
+        let answer = raw.next().await;
+        assert!(answer.get("result").is_some(), "{answer}");
+        raw.send(&serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        raw
+    }
+
+    pub async fn send(&mut self, message: &serde_json::Value) {
+        use tokio::io::AsyncWriteExt;
+        let mut line = serde_json::to_vec(message).expect("serialize");
+        line.push(b'\n');
+        self.stdin
+            .write_all(&line)
+            .await
+            .expect("write to toolgate");
+        self.stdin.flush().await.expect("flush");
+    }
+
+    /// The next message toolgate writes (within 10 s).
+    pub async fn next(&mut self) -> serde_json::Value {
+        let line = tokio::time::timeout(Duration::from_secs(10), self.lines.next_line())
+            .await
+            .expect("toolgate answers within 10s")
+            .expect("read stdout")
+            .expect("toolgate still running");
+        serde_json::from_str(&line).unwrap_or_else(|_| panic!("not JSON: {line}"))
+    }
+
+    /// The next answer (result or error), skipping notifications.
+    pub async fn next_answer(&mut self) -> serde_json::Value {
+        loop {
+            let message = self.next().await;
+            if message.get("id").is_some() && message.get("method").is_none() {
+                return message;
+            }
+        }
+    }
 }

@@ -1,0 +1,168 @@
+//! The POST body before rmcp sees it: read within a deadline and a size cap, its JSON-RPC
+//! envelope peeked for the checks of [`guard`](crate::downstream::guard), and the ids in
+//! flight per session.
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::{Arc, Mutex, MutexGuard},
+    time::Duration,
+};
+
+use axum::{
+    body::{Body, Bytes},
+    http::{StatusCode, header::CONTENT_TYPE},
+    response::{IntoResponse, Response},
+};
+use http_body_util::{BodyExt, Limited};
+use rmcp::model::{ErrorData, JsonRpcError, RequestId};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::auth::Refusal;
+
+/// Largest POST body read (rmcp's own default).
+pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+
+/// Reads the whole body within `deadline` and [`MAX_BODY_BYTES`]: 408 or 413 otherwise,
+/// so a slow or endless body cannot hold a connection and a buffer forever.
+pub async fn read_body(body: Body, deadline: Duration) -> Result<Bytes, Refusal> {
+    let limited = Limited::new(body, MAX_BODY_BYTES);
+    match tokio::time::timeout(deadline, limited.collect()).await {
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(error)) if error.is::<http_body_util::LengthLimitError>() => Err(Refusal::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the request body exceeds {MAX_BODY_BYTES} bytes"),
+        )),
+        Ok(Err(error)) => Err(Refusal::new(
+            StatusCode::BAD_REQUEST,
+            format!("could not read the request body: {error}"),
+        )),
+        Err(_) => Err(Refusal::new(
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "the request body did not arrive within {}s",
+                deadline.as_secs()
+            ),
+        )),
+    }
+}
+
+/// The parts of one JSON-RPC message the checks need; the rest stays unparsed.
+#[derive(Deserialize)]
+pub struct Envelope {
+    pub id: Option<RequestId>,
+    pub method: Option<String>,
+    pub params: Option<Box<RawValue>>,
+}
+
+impl Envelope {
+    /// `None` for anything that is not one JSON object (a batch, broken JSON): rmcp
+    /// answers those itself.
+    pub fn peek(body: &[u8]) -> Option<Self> {
+        serde_json::from_slice(body).ok()
+    }
+
+    /// The id and method of a request (notifications and responses have no method or id).
+    pub fn request(&self) -> Option<(&RequestId, &str)> {
+        Some((self.id.as_ref()?, self.method.as_deref()?))
+    }
+}
+
+/// A JSON-RPC error answer to one request, as rmcp would send it (HTTP 200, JSON): the
+/// HTTP request was fine, the JSON-RPC request was not.
+pub fn jsonrpc_error(id: RequestId, error: ErrorData) -> Response {
+    let body = serde_json::to_vec(&JsonRpcError::new(Some(id), error)).unwrap_or_default();
+    ([(CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// Request ids in flight, per MCP session.
+#[derive(Default)]
+pub struct InFlight {
+    sessions: Mutex<HashMap<String, HashSet<RequestId>>>,
+}
+
+impl InFlight {
+    fn sessions(&self) -> MutexGuard<'_, HashMap<String, HashSet<RequestId>>> {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Marks `id` in flight on `session`; `None` when it already is.
+    pub fn begin(self: &Arc<Self>, session: &str, id: &RequestId) -> Option<Claim> {
+        let mut sessions = self.sessions();
+        let ids = sessions.entry(session.to_owned()).or_default();
+        ids.insert(id.clone()).then(|| Claim {
+            in_flight: self.clone(),
+            session: session.to_owned(),
+            id: id.clone(),
+        })
+    }
+}
+
+/// One id in flight; freed on drop (when its response body is finished or dropped).
+pub struct Claim {
+    in_flight: Arc<InFlight>,
+    session: String,
+    id: RequestId,
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        let mut sessions = self.in_flight.sessions();
+        if let Some(ids) = sessions.get_mut(&self.session) {
+            ids.remove(&self.id);
+            if ids.is_empty() {
+                sessions.remove(&self.session);
+            }
+        }
+    }
+}
+
+/// `response` with `claim` held until its body is done, so the id stays taken while the
+/// answer is still streaming.
+pub fn hold_until_sent(response: Response, claim: Claim) -> Response {
+    let (parts, body) = response.into_parts();
+    let body = body.map_frame(move |frame| {
+        let _held = &claim;
+        frame
+    });
+    Response::from_parts(parts, Body::new(body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_taken_per_session_until_released() {
+        let in_flight = Arc::new(InFlight::default());
+        let one = RequestId::Number(1);
+        let claim = in_flight.begin("s1", &one).unwrap();
+        assert!(in_flight.begin("s1", &one).is_none());
+        assert!(in_flight.begin("s2", &one).is_some(), "another session");
+        assert!(
+            in_flight
+                .begin("s1", &RequestId::String("1".into()))
+                .is_some(),
+            "\"1\" is not 1"
+        );
+        drop(claim);
+        assert!(in_flight.begin("s1", &one).is_some());
+        assert!(in_flight.sessions().is_empty(), "nothing left behind");
+    }
+
+    #[test]
+    fn envelopes_peek_requests_only() {
+        let call = Envelope::peek(
+            br#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"x"}}"#,
+        )
+        .unwrap();
+        assert_eq!(call.request().map(|(_, m)| m), Some("tools/call"));
+        let note =
+            Envelope::peek(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).unwrap();
+        assert!(note.request().is_none());
+        assert!(Envelope::peek(b"[1,2]").is_none());
+        assert!(Envelope::peek(b"{nope").is_none());
+    }
+}

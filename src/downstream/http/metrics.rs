@@ -1,0 +1,110 @@
+//! `GET /metrics` on its own listener (`serve --metrics ADDR` or `gateway.http.metrics_addr`),
+//! never on the MCP one: its labels name every tool, a token-only profile's included.
+//!
+//! A non-loopback address needs `gateway.http.metrics_token`; with a token set, every scrape
+//! must send `Authorization: Bearer <token>` (401 otherwise). The `Host` check is the MCP
+//! listener's (loopback names, the bound address, `allowed_hosts`); `Origin` is checked too.
+
+use std::{net::SocketAddr, sync::Arc, time::Duration};
+
+use axum::{
+    extract::{Request, State},
+    http::{StatusCode, header::CONTENT_TYPE},
+    response::{IntoResponse, Response},
+    routing::get,
+};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    auth::{Refusal, TokenSet, bearer_token},
+    connections::{self, ConnectionLimits},
+    doors::Doors,
+};
+use crate::gateway::Gateway;
+
+/// Scrapers are few: a small cap keeps a flood here from costing the MCP listener descriptors.
+const MAX_CONNECTIONS: usize = 16;
+
+/// A bound metrics listener, not yet serving.
+pub struct MetricsListener {
+    listener: TcpListener,
+    bound: SocketAddr,
+}
+
+impl MetricsListener {
+    /// Binds `addr`, refusing a non-loopback one unless a metrics token is configured.
+    pub async fn bind(gateway: &Gateway, addr: SocketAddr) -> anyhow::Result<Self> {
+        gateway
+            .config
+            .http
+            .check_metrics_addr(addr)
+            .map_err(anyhow::Error::msg)?;
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|e| anyhow::anyhow!("could not listen for metrics on {addr}: {e}"))?;
+        let bound = listener.local_addr()?;
+        Ok(Self { listener, bound })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.bound
+    }
+
+    /// Serves `/metrics` until `stop` fires.
+    pub async fn serve(self, gateway: Arc<Gateway>, stop: CancellationToken) {
+        let settings = &gateway.config.http;
+        let mut token = TokenSet::default();
+        if let Some(secret) = &settings.metrics_token {
+            token.insert(secret.expose(), ());
+        }
+        let scrape = Arc::new(Scrape {
+            doors: Doors::new(
+                self.bound,
+                &settings.allowed_hosts,
+                &settings.allowed_origins,
+            ),
+            token,
+            gateway: gateway.clone(),
+        });
+        let limits = ConnectionLimits {
+            max_connections: MAX_CONNECTIONS,
+            header_timeout: settings.header_timeout,
+            idle_timeout: settings.connection_idle.min(Duration::from_secs(60)),
+        };
+        let app = axum::Router::new()
+            .route("/metrics", get(metrics))
+            .fallback(|| async {
+                Refusal::new(StatusCode::NOT_FOUND, "only /metrics is served here")
+            })
+            .with_state(scrape);
+        tracing::info!(bound = %self.bound, "serving metrics at /metrics");
+        connections::serve(self.listener, app, limits, stop).await;
+    }
+}
+
+struct Scrape {
+    doors: Doors,
+    token: TokenSet<()>,
+    gateway: Arc<Gateway>,
+}
+
+async fn metrics(State(scrape): State<Arc<Scrape>>, request: Request) -> Response {
+    if let Err(refusal) = scrape.doors.check(request.headers()) {
+        return refusal.into_response();
+    }
+    if !scrape.token.is_empty() {
+        match bearer_token(request.headers()) {
+            Ok(Some(token)) if scrape.token.get(token).is_some() => {}
+            Ok(None) => {
+                return Refusal::unauthorized("metrics require a bearer token").into_response();
+            }
+            _ => return Refusal::bad_token("unknown metrics token").into_response(),
+        }
+    }
+    (
+        [(CONTENT_TYPE, "text/plain; version=0.0.4")],
+        scrape.gateway.pipeline.metrics.render(),
+    )
+        .into_response()
+}
