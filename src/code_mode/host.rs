@@ -17,6 +17,7 @@ use super::{
 };
 use crate::{
     config::{CodeSettings, ProfileName},
+    downstream::guard::json_kind,
     error::META_KEY,
     pipeline::{Call, CallError, Pipeline, ToolCall},
     registry::View,
@@ -238,15 +239,4 @@ fn failure_of(result: &CallToolResult) -> ToolFailure {
         .collect::<Vec<_>>()
         .join("\n");
     ToolFailure { code, message }
-}
-
-fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }

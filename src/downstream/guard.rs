@@ -61,7 +61,7 @@ pub fn call_params_problem(params: Option<&Value>) -> Option<String> {
     let Some(object) = params.as_object() else {
         return Some(format!(
             "invalid params for tools/call: expected an object, found {}",
-            kind(params)
+            json_kind(params)
         ));
     };
     match object.get("name") {
@@ -69,7 +69,7 @@ pub fn call_params_problem(params: Option<&Value>) -> Option<String> {
         Some(other) => {
             return Some(format!(
                 "invalid params for tools/call: `name` must be a string, found {}",
-                kind(other)
+                json_kind(other)
             ));
         }
         None => return Some("invalid params for tools/call: `name` is missing".into()),
@@ -79,7 +79,7 @@ pub fn call_params_problem(params: Option<&Value>) -> Option<String> {
         Some(other) => {
             return Some(format!(
                 "invalid params for tools/call: `arguments` must be an object, found {}",
-                kind(other)
+                json_kind(other)
             ));
         }
     }
@@ -88,7 +88,8 @@ pub fn call_params_problem(params: Option<&Value>) -> Option<String> {
         .map(|error| format!("invalid params for tools/call: {error}"))
 }
 
-fn kind(value: &Value) -> &'static str {
+/// What kind of JSON value this is, with an article: for messages about a wrong type.
+pub(crate) fn json_kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
