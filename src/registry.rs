@@ -8,6 +8,7 @@
 
 pub mod names;
 pub mod restrict;
+mod run_code;
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -18,12 +19,14 @@ use std::{
 use rmcp::model::Tool;
 
 use crate::{
-    code_mode::sdk::{self, SdkForm, SdkTool},
-    config::{CodeSettings, Mode, PrefixPolicy, Profile, ProfileName, Retry, ServerId, ServerName},
+    code_mode::sdk::{self, SdkTool},
+    config::{CodeSettings, Mode, PrefixPolicy, Profile, ProfileName, Retry, ServerId},
 };
 pub use names::NameClash;
 use restrict::Restriction;
 pub use restrict::UnmatchedEntry;
+pub use run_code::sdk_text;
+use run_code::{run_code_entry, sdk_tool};
 
 /// What a call of one tool is checked, timed and retried by: prepared once per import and
 /// carried by every view's entry, so a call resolved on a view runs by that view's rules even
@@ -563,73 +566,6 @@ impl View {
             catalog: std::sync::OnceLock::new(),
         }
     }
-}
-
-fn sdk_tool(entry: &ToolEntry) -> SdkTool<'_> {
-    SdkTool {
-        name: &entry.exposed,
-        server: entry.server.name.as_str(),
-        tool: &entry.tool,
-    }
-}
-
-/// `run_code` for a view whose upstream tools are `entries`: its description carries their
-/// SDK (inline, or the catalog form for a large set).
-fn run_code_entry(entries: &[Arc<ToolEntry>], code: &CodeSettings) -> Arc<ToolEntry> {
-    let tools: Vec<SdkTool<'_>> = entries.iter().map(|e| sdk_tool(e)).collect();
-    let (description, _form) =
-        sdk::run_code_description(&tools, code.sdk, code.sdk_inline_max_tokens);
-    let schema = serde_json::json!({
-        "type": "object",
-        "properties": {
-            "code": {
-                "type": "string",
-                "description": "The program: the body of an async function, in JavaScript or TypeScript."
-            },
-            "description": {
-                "type": "string",
-                "description": "What the program does, in a few words (shown to the user and in logs)."
-            }
-        },
-        "required": ["code"],
-        "additionalProperties": false
-    });
-    let input = jsonschema::validator_for(&schema).ok();
-    let schema = match schema {
-        serde_json::Value::Object(schema) => schema,
-        _ => Default::default(),
-    };
-    let mut tool = Tool::new(RUN_CODE, description, Arc::new(schema));
-    tool.annotations = Some(
-        rmcp::model::ToolAnnotations::new()
-            .read_only(false)
-            .open_world(true),
-    );
-    Arc::new(ToolEntry {
-        exposed: RUN_CODE.into(),
-        server: ServerId::global(ServerName::gateway()),
-        upstream_name: RUN_CODE.to_owned(),
-        fingerprint: fingerprint(&tool),
-        tool,
-        policy: Arc::new(CallPolicy {
-            input,
-            output: None,
-            // The worker pool's own deadline ends a run with a proper `timeout` outcome; this
-            // only backs it up.
-            timeout_ms: code.timeout_ms + RUN_CODE_TIMEOUT_GRACE_MS,
-            retry: None,
-        }),
-        target: Target::RunCode,
-    })
-}
-
-/// How long past its own limit a run may take before the pipeline's timeout ends it.
-const RUN_CODE_TIMEOUT_GRACE_MS: u64 = 5_000;
-
-/// The SDK form a view's `run_code` description would use (for `toolgate sdk`).
-pub fn sdk_text(view: &View, code: &CodeSettings) -> (String, SdkForm) {
-    let tools: Vec<SdkTool<'_>> = view.upstream_entries().map(|e| sdk_tool(e)).collect();
-    sdk::run_code_description(&tools, code.sdk, code.sdk_inline_max_tokens)
 }
 
 fn fingerprint(tool: &Tool) -> u64 {
