@@ -95,6 +95,7 @@ impl Variant {
                 let context = CallContext {
                     cancel: CancellationToken::new(),
                     progress: None,
+                    session: None,
                 };
                 upstream
                     .call("echo", Some(echo_args()), context)

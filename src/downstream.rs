@@ -1,13 +1,18 @@
 //! The MCP server toolgate presents to clients: one handler, served over stdio or streamable HTTP.
 //!
 //! [`GatewayService`] answers `tools/list` from the current view and sends `tools/call`
-//! through the [`Pipeline`](crate::pipeline::Pipeline). It also tells each client when its
-//! view changes: 2025-11-25 clients get `notifications/tools/list_changed` from a watcher
-//! started at `notifications/initialized`; 2026-07-28 clients get it on their
-//! `subscriptions/listen` stream.
+//! through the [`Pipeline`](crate::pipeline::Pipeline); prompts, resources, completion and
+//! the logging level are answered from the view and forwarded to their server ([`offers`]).
+//! It also tells each client when its view changes: 2025-11-25 clients get the
+//! `notifications/*/list_changed` from a watcher started at `notifications/initialized`;
+//! 2026-07-28 clients get them on their `subscriptions/listen` stream.
+// `logging/setLevel` and `resources/subscribe` are 2025-era requests rmcp marks deprecated;
+// toolgate serves them to the clients that send them.
+#![allow(deprecated)]
 
 pub mod guard;
 pub mod http;
+mod offers;
 pub mod stdio;
 
 use std::sync::Arc;
@@ -15,8 +20,12 @@ use std::sync::Arc;
 use rmcp::{
     ErrorData as McpError, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
-        PaginatedRequestParams, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+        CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
+        GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
+        ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+        ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
+        SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool,
+        UnsubscribeRequestParams,
     },
     service::{NotificationContext, Peer, RequestContext, SubscriptionContext},
 };
@@ -28,6 +37,7 @@ use crate::{
     gateway::Gateway,
     pipeline::Call,
     registry::{View, Views},
+    relay::{Caller, SessionId},
     upstream::ProgressSink,
 };
 
@@ -37,12 +47,24 @@ use crate::{
 pub struct GatewayService {
     gateway: Arc<Gateway>,
     profile: ProfileName,
+    /// Which session this is, for what upstreams send back unasked ([`crate::relay`]).
+    session: SessionId,
 }
 
 impl GatewayService {
     /// `profile` must be configured: callers check it when they select it.
     pub fn new(gateway: Arc<Gateway>, profile: ProfileName) -> Self {
-        Self { gateway, profile }
+        let session = gateway.relay.new_session();
+        Self {
+            gateway,
+            profile,
+            session,
+        }
+    }
+
+    /// The handler for another session of the same profile.
+    pub fn for_new_session(&self) -> Self {
+        Self::new(self.gateway.clone(), self.profile.clone())
     }
 
     fn view(&self) -> Arc<View> {
@@ -52,14 +74,33 @@ impl GatewayService {
 }
 
 impl ServerHandler for GatewayService {
+    /// Tools always; prompts, resources (with subscribe), completions and logging when a
+    /// server this profile sees offers them.
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tool_list_changed()
-                .build(),
-        )
-        .with_server_info(Implementation::new("toolgate", env!("CARGO_PKG_VERSION")))
+        let features = self.view().offers().features();
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
+        if features.prompts {
+            let mut prompts = rmcp::model::PromptsCapability::default();
+            prompts.list_changed = Some(true);
+            capabilities.prompts = Some(prompts);
+        }
+        if features.resources {
+            let mut resources = rmcp::model::ResourcesCapability::default();
+            resources.list_changed = Some(true);
+            resources.subscribe = features.subscribe.then_some(true);
+            capabilities.resources = Some(resources);
+        }
+        if features.completions {
+            capabilities.completions = Some(Default::default());
+        }
+        if features.logging {
+            capabilities.logging = Some(Default::default());
+        }
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("toolgate", env!("CARGO_PKG_VERSION")))
     }
 
     async fn list_tools(
@@ -82,6 +123,9 @@ impl ServerHandler for GatewayService {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        self.gateway
+            .relay
+            .register(self.session, &self.profile, &context.peer);
         let progress = context.meta.get_progress_token().map(|token| ProgressSink {
             peer: context.peer.clone(),
             token,
@@ -92,7 +136,10 @@ impl ServerHandler for GatewayService {
             arguments: request.arguments,
             cancel: context.ct.clone(),
             progress,
-            client: Some(context.peer.clone()),
+            client: Some(Caller {
+                peer: context.peer.clone(),
+                session: self.session,
+            }),
             sub_call_id: None,
         };
         let view = self.view();
@@ -105,16 +152,92 @@ impl ServerHandler for GatewayService {
         }
     }
 
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        self.prompts()
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        self.prompt(request, context)
+            .await
+            .map(GetPromptResponse::Complete)
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        self.resources()
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        self.templates()
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        self.read(request, context)
+            .await
+            .map(ReadResourceResponse::Complete)
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.subscribe_to(request.uri, context).await
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.unsubscribe_from(request.uri, context).await
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        self.completion(request, context).await
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.level(request.level, context).await
+    }
+
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         let gateway = &self.gateway;
+        gateway
+            .relay
+            .register(self.session, &self.profile, &context.peer);
         let views = gateway.watch_views();
         let stop = gateway.shutdown_token().child_token();
-        gateway.tasks().spawn(announce_changes(
-            views,
-            self.profile.clone(),
-            context.peer,
-            stop,
-        ));
+        gateway
+            .tasks()
+            .spawn(announce_changes(self.clone(), views, context.peer, stop));
     }
 
     fn accepted_subscription_filter(
@@ -123,12 +246,14 @@ impl ServerHandler for GatewayService {
     ) -> Option<SubscriptionFilter> {
         let mut accepted = SubscriptionFilter::new();
         accepted.tools_list_changed = Some(true);
+        accepted.prompts_list_changed = Some(true);
+        accepted.resources_list_changed = Some(true);
         Some(accepted)
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
         let mut views = self.gateway.watch_views();
-        let mut announced = fingerprint_of(&mut views, &self.profile);
+        let mut announced = Marks::of(&mut views, &self.profile);
         let stop = self.gateway.shutdown_token();
         loop {
             tokio::select! {
@@ -136,53 +261,70 @@ impl ServerHandler for GatewayService {
                 () = context.cancelled() => return Ok(()),
                 // The gateway is stopping: end the stream gracefully.
                 () = stop.cancelled() => return Ok(()),
-                // A new view: announce it if this client's tools really changed.
+                // A new view: announce what really changed for this client.
                 changed = views.changed() => {
                     if changed.is_err() {
                         return Ok(());
                     }
-                    if let Some(fingerprint) = changed_fingerprint(&mut views, &self.profile, announced) {
-                        announced = fingerprint;
-                        if context.sink().notify_tool_list_changed().await.is_err() {
-                            return Ok(());
+                    let now = Marks::of(&mut views, &self.profile);
+                    let sink = context.sink();
+                    let sent = async {
+                        if now.tools != announced.tools {
+                            sink.notify_tool_list_changed().await?;
                         }
+                        if now.prompts != announced.prompts {
+                            sink.notify_prompt_list_changed().await?;
+                        }
+                        if now.resources != announced.resources {
+                            sink.notify_resource_list_changed().await?;
+                        }
+                        Ok::<(), rmcp::service::SubscriptionSendError>(())
+                    };
+                    if sent.await.is_err() {
+                        return Ok(());
                     }
+                    announced = now;
                 }
             }
         }
     }
 }
 
-/// The fingerprint of `profile`'s current view, marking the change as seen.
-fn fingerprint_of(views: &mut watch::Receiver<Arc<Views>>, profile: &ProfileName) -> u64 {
-    views
-        .borrow_and_update()
-        .get(profile)
-        .map_or(0, |view| view.fingerprint())
+/// Fingerprints of one profile's lists: a list changed for a client when its mark did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct Marks {
+    tools: u64,
+    prompts: u64,
+    resources: u64,
 }
 
-/// `Some(new fingerprint)` when `profile`'s view differs from what was last announced.
-fn changed_fingerprint(
-    views: &mut watch::Receiver<Arc<Views>>,
-    profile: &ProfileName,
-    announced: u64,
-) -> Option<u64> {
-    let fingerprint = fingerprint_of(views, profile);
-    (fingerprint != announced).then_some(fingerprint)
+impl Marks {
+    /// The marks of `profile`'s current view, marking the change as seen.
+    fn of(views: &mut watch::Receiver<Arc<Views>>, profile: &ProfileName) -> Self {
+        views
+            .borrow_and_update()
+            .get(profile)
+            .map_or_else(Marks::default, |view| Marks {
+                tools: view.fingerprint(),
+                prompts: view.offers().prompts_fingerprint(),
+                resources: view.offers().resources_fingerprint(),
+            })
+    }
 }
 
 /// How often a change announcer checks that its session still exists.
 const SESSION_REAP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// Sends `notifications/tools/list_changed` to one 2025-era session whenever its view changes;
-/// ends when the session's transport is gone or the gateway stops.
+/// Sends the `list_changed` notifications to one 2025-era session whenever its view changes;
+/// ends when the session's transport is gone or the gateway stops, and then forgets the
+/// session (dropping upstream subscriptions no other session holds).
 async fn announce_changes(
+    service: GatewayService,
     mut views: watch::Receiver<Arc<Views>>,
-    profile: ProfileName,
     peer: Peer<RoleServer>,
     stop: tokio_util::sync::CancellationToken,
 ) {
-    let mut announced = fingerprint_of(&mut views, &profile);
+    let mut announced = Marks::of(&mut views, &service.profile);
     // A session can end without a word (HTTP clients just leave): look now and then, so this
     // task does not outlive it until the next change.
     let mut reap = tokio::time::interval(SESSION_REAP_INTERVAL);
@@ -190,24 +332,62 @@ async fn announce_changes(
     loop {
         tokio::select! {
             // The gateway is stopping.
-            () = stop.cancelled() => return,
+            () = stop.cancelled() => break,
             // Time to check whether the session is still there.
             _ = reap.tick() => {
                 if peer.is_transport_closed() {
-                    return;
+                    break;
                 }
             }
             // A new view was published.
             changed = views.changed() => {
                 if changed.is_err() || peer.is_transport_closed() {
-                    return;
+                    break;
                 }
-                if let Some(fingerprint) = changed_fingerprint(&mut views, &profile, announced) {
-                    announced = fingerprint;
-                    if peer.notify_tool_list_changed().await.is_err() {
-                        return;
-                    }
+                let now = Marks::of(&mut views, &service.profile);
+                if announce(&peer, announced, now).await.is_err() {
+                    break;
                 }
+                announced = now;
+            }
+        }
+    }
+    service.forget_session().await;
+}
+
+/// Sends one notification per list whose mark changed.
+async fn announce(
+    peer: &Peer<RoleServer>,
+    before: Marks,
+    now: Marks,
+) -> Result<(), rmcp::service::ServiceError> {
+    if now.tools != before.tools {
+        peer.notify_tool_list_changed().await?;
+    }
+    if now.prompts != before.prompts {
+        peer.notify_prompt_list_changed().await?;
+    }
+    if now.resources != before.resources {
+        peer.notify_resource_list_changed().await?;
+    }
+    Ok(())
+}
+
+impl GatewayService {
+    /// The session ended: stop routing to it, and unsubscribe upstream from what only it
+    /// was subscribed to.
+    async fn forget_session(&self) {
+        let orphans = self.gateway.relay.unregister(self.session);
+        for (server, uri) in orphans {
+            let Some(upstream) = self.gateway.upstreams.get(&server) else {
+                continue;
+            };
+            let limit = crate::upstream::Limit {
+                timeout: std::time::Duration::from_millis(self.gateway.config.call_timeout_ms),
+                cancel: self.gateway.shutdown_token().child_token(),
+            };
+            if let Err(failure) = upstream.unsubscribe(uri, limit).await {
+                tracing::debug!(%server, "unsubscribe after the session ended failed: {failure}");
             }
         }
     }

@@ -51,3 +51,14 @@ pub fn error_result(code: &str, message: String) -> CallToolResult {
     result.meta = Some(meta);
     result
 }
+
+/// Turns a failed forwarded request other than `tools/call` (prompts, resources, completion,
+/// logging level) into the JSON-RPC error the client receives: the upstream's own error
+/// unchanged, else `-32603` naming the server, with the stable code in `data.code`.
+pub fn request_failed(error: UpstreamError) -> ErrorData {
+    let code = error.code();
+    match error {
+        UpstreamError::Rpc { error, .. } => error,
+        other => ErrorData::internal_error(other.to_string(), Some(json!({ "code": code }))),
+    }
+}

@@ -23,6 +23,7 @@ use crate::{
         validate,
     },
     registry::{NameClash, Registry, UnmatchedEntry, View, Views},
+    relay::Relay,
     upstream::{UpstreamEvent, Upstreams},
 };
 
@@ -79,6 +80,8 @@ pub struct Gateway {
     pub config: Config,
     pub upstreams: Arc<Upstreams>,
     pub pipeline: Arc<Pipeline>,
+    /// Where upstream log messages, resource updates and server requests find their sessions.
+    pub relay: Arc<Relay>,
     views: watch::Receiver<Arc<Views>>,
     shutdown: CancellationToken,
     tasks: TaskTracker,
@@ -106,8 +109,17 @@ impl Gateway {
             };
         let shutdown = CancellationToken::new();
         let (events_tx, mut events) = mpsc::unbounded_channel();
-        let upstreams =
-            Arc::new(Upstreams::start(&config.servers, events_tx, shutdown.child_token()).await);
+        let (views_tx, views) = watch::channel(Arc::new(Views::default()));
+        let relay = Arc::new(Relay::new(views.clone()));
+        let upstreams = Arc::new(
+            Upstreams::start(
+                &config.servers,
+                events_tx,
+                relay.clone(),
+                shutdown.child_token(),
+            )
+            .await,
+        );
 
         let limits = Limits::from_config(&config);
         let mut registry =
@@ -120,7 +132,7 @@ impl Gateway {
             upstreams.shutdown().await;
             return Err(error);
         }
-        let (views_tx, views) = watch::channel(registry.views());
+        views_tx.send_replace(registry.views());
         let tasks = TaskTracker::new();
         tasks.spawn(own_registry(
             registry,
@@ -134,6 +146,7 @@ impl Gateway {
             pipeline: Pipeline::new(upstreams.clone(), stages, code_runner(&config, &shutdown)),
             config,
             upstreams,
+            relay,
             views,
             shutdown,
             tasks,
@@ -205,6 +218,7 @@ fn apply(registry: &mut Registry, limits: &Limits, event: UpstreamEvent) {
             }
             registry.replace(&server, tools)
         }
+        UpstreamEvent::Offer { server, offer } => registry.replace_offer(&server, offer),
         // Its tools stay listed so that a call names the server that is down rather than
         // calling the tool unknown.
         UpstreamEvent::Down { .. } => {}

@@ -51,4 +51,5 @@ pub mod gateway;
 pub mod hooks;
 pub mod pipeline;
 pub mod registry;
+pub mod relay;
 pub mod upstream;

@@ -30,11 +30,9 @@ use std::{
     time::Instant,
 };
 
-use rmcp::{
-    RoleServer,
-    model::{CallToolResult, ContentBlock, JsonObject},
-    service::Peer,
-};
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
+
+use crate::relay::Caller;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -54,8 +52,9 @@ pub struct Call {
     /// Fired by the client's `notifications/cancelled`.
     pub cancel: CancellationToken,
     pub progress: Option<ProgressSink>,
-    /// The calling client, when there is one: where `ask` is elicited.
-    pub client: Option<Peer<RoleServer>>,
+    /// The calling client, when there is one: where `ask` is elicited, and where the
+    /// upstream's requests and log messages during the call go.
+    pub client: Option<Caller>,
     /// Set by code mode for a call a program makes: its id, `<call_id>:code:<n>`. Such a call
     /// may reach every visible tool (also in `code` mode), but not `run_code` itself.
     pub sub_call_id: Option<String>,
@@ -71,7 +70,7 @@ pub struct ToolCall {
     pub entry: Arc<ToolEntry>,
     pub arguments: JsonObject,
     pub progress: Option<ProgressSink>,
-    pub client: Option<Peer<RoleServer>>,
+    pub client: Option<Caller>,
 }
 
 /// What a pre gate decides.
@@ -193,6 +192,7 @@ async fn dispatch(
     let context = CallContext {
         cancel,
         progress: call.progress.clone(),
+        session: call.client.as_ref().map(|c| c.session),
     };
     Ok(upstream
         .call(&entry.upstream_name, Some(call.arguments.clone()), context)

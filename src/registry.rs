@@ -7,6 +7,7 @@
 //! profile in its `extends` chain ([`restrict`]).
 
 pub mod names;
+pub mod passthrough;
 pub mod restrict;
 mod run_code;
 
@@ -23,6 +24,7 @@ use crate::{
     config::{CodeSettings, Mode, PrefixPolicy, Profile, ProfileName, Retry, ServerId},
 };
 pub use names::NameClash;
+use passthrough::{Offer, Offers};
 use restrict::Restriction;
 pub use restrict::UnmatchedEntry;
 pub use run_code::sdk_text;
@@ -134,6 +136,10 @@ pub struct View {
     mode: Mode,
     /// The code-mode search index over the upstream tools, built on first use.
     catalog: std::sync::OnceLock<Arc<sdk::Catalog>>,
+    /// Prompts, resources and templates.
+    offers: Offers,
+    /// The profile's restrictions, nearest first: applied to URIs that are read but not listed.
+    mask: Vec<Arc<Restriction>>,
 }
 
 impl View {
@@ -187,6 +193,21 @@ impl View {
         self.fingerprint
     }
 
+    /// Prompts, resources and templates this profile sees.
+    pub fn offers(&self) -> &Offers {
+        &self.offers
+    }
+
+    /// Whether any of `server`'s tools, prompts or resources is part of this view.
+    pub fn shows_server(&self, server: &ServerId) -> bool {
+        self.offers.sees(server) || self.entries.iter().any(|e| &e.server == server)
+    }
+
+    /// Whether this profile's masks let `name` (a tool, prompt, URI or template) through.
+    pub fn admits(&self, name: &str) -> bool {
+        self.mask.iter().all(|r| r.admits(name))
+    }
+
     pub fn len(&self) -> usize {
         self.entries.len()
     }
@@ -227,6 +248,8 @@ struct ProfileSpec {
 pub struct Registry {
     policy: PrefixPolicy,
     servers: BTreeMap<ServerId, Vec<Imported>>,
+    /// What each server offers besides tools.
+    offers: BTreeMap<ServerId, Offer>,
     profiles: Vec<ProfileSpec>,
     generation: u64,
     /// Per profile, every name it could see before restrictions, sorted: what its
@@ -279,6 +302,7 @@ impl Registry {
         let mut registry = Self {
             policy,
             servers: BTreeMap::new(),
+            offers: BTreeMap::new(),
             profiles: specs,
             generation: 0,
             known: HashMap::new(),
@@ -304,9 +328,19 @@ impl Registry {
         self.rebuild();
     }
 
-    /// Forgets `server`'s tools and rebuilds.
+    /// Sets what `server` offers besides tools (whole lists) and rebuilds.
+    pub fn replace_offer(&mut self, server: &ServerId, offer: Offer) {
+        if self.offers.get(server) != Some(&offer) {
+            self.offers.insert(server.clone(), offer);
+            self.rebuild();
+        }
+    }
+
+    /// Forgets `server`'s tools and offer, and rebuilds.
     pub fn remove(&mut self, server: &ServerId) {
-        if self.servers.remove(server).is_some() {
+        let tools = self.servers.remove(server).is_some();
+        let offer = self.offers.remove(server).is_some();
+        if tools || offer {
             self.rebuild();
         }
     }
@@ -406,6 +440,7 @@ impl Registry {
         }
         self.generation += 1;
         self.clashes = clashes;
+        let offer_layers = passthrough::name_layers(self.policy, &self.offers);
 
         let mut known = HashMap::with_capacity(self.profiles.len());
         let mut by_profile = HashMap::with_capacity(self.profiles.len());
@@ -417,11 +452,13 @@ impl Registry {
                 inherited.overlay(layer(Some(ancestor)));
             }
             let own = layer(Some(&spec.name));
+            let offers = spec.offers(&offer_layers, self.policy);
             let mut names: Vec<String> = inherited
                 .entries
                 .iter()
                 .chain(own)
                 .map(|e| e.exposed.to_string())
+                .chain(offers.1)
                 .collect();
             let mode = spec.mode.unwrap_or(self.code.mode);
             if mode.has_run_code() {
@@ -435,19 +472,10 @@ impl Registry {
             // Restrictions mask what is inherited; a profile's own tools are explicit grants,
             // for it and for the profiles extending it: an ancestor's own tool is masked only
             // by the profiles between it and this one, never by the ancestor's own mask.
-            let admitted = inherited.entries.into_iter().filter(|entry| {
-                let masks = match &entry.server.owner {
-                    Some(owner) => spec
-                        .lineage
-                        .iter()
-                        .position(|p| p == owner)
-                        .unwrap_or(spec.chain.len()),
-                    None => spec.chain.len(),
-                };
-                spec.chain[..masks.min(spec.chain.len())]
-                    .iter()
-                    .all(|r| r.admits(&entry.exposed))
-            });
+            let admitted = inherited
+                .entries
+                .into_iter()
+                .filter(|entry| spec.admits(&entry.server, &entry.exposed));
             let mut visible = Layered::new(&[]);
             visible.entries.extend(admitted);
             visible.reindex();
@@ -456,13 +484,32 @@ impl Registry {
             if mode.has_run_code() {
                 entries.push(run_code_entry(&entries, &self.code));
             }
-            by_profile.insert(
-                spec.name.clone(),
-                Arc::new(View::new(self.generation, entries, mode)),
-            );
+            let mut view = View::new(self.generation, entries, mode);
+            view.offers = offers.0;
+            view.mask = spec.chain.clone();
+            by_profile.insert(spec.name.clone(), Arc::new(view));
         }
         self.known = known;
         self.views = Arc::new(Views { by_profile });
+    }
+}
+
+impl ProfileSpec {
+    /// Whether this profile's masks let an item of `server` named `exposed` through. A
+    /// profile's own items are explicit grants, for it and for the profiles extending it: an
+    /// ancestor's own item is masked only by the profiles between it and this one.
+    fn admits(&self, server: &ServerId, exposed: &str) -> bool {
+        let masks = match &server.owner {
+            Some(owner) => self
+                .lineage
+                .iter()
+                .position(|p| p == owner)
+                .unwrap_or(self.chain.len()),
+            None => self.chain.len(),
+        };
+        self.chain[..masks.min(self.chain.len())]
+            .iter()
+            .all(|r| r.admits(exposed))
     }
 }
 
@@ -564,6 +611,8 @@ impl View {
             listed: std::sync::OnceLock::new(),
             mode,
             catalog: std::sync::OnceLock::new(),
+            offers: Offers::default(),
+            mask: Vec::new(),
         }
     }
 }

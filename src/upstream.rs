@@ -8,6 +8,7 @@
 
 mod client;
 mod connect;
+mod passthrough;
 mod progress;
 
 use std::{
@@ -28,8 +29,13 @@ use rmcp::{
 use tokio::sync::{Notify, mpsc};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-use crate::config::{ServerConfig, ServerId};
-use client::UpstreamClient;
+use crate::{
+    config::{ServerConfig, ServerId},
+    registry::passthrough::Offer,
+    relay::Relay,
+};
+use client::{Changes, UpstreamClient};
+pub use passthrough::Limit;
 pub use progress::ProgressRoutes;
 
 /// How long one server may take to start and list its tools before it counts as failed.
@@ -40,6 +46,8 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(60);
 pub enum UpstreamEvent {
     /// `server` now exports exactly `tools`.
     Tools { server: ServerId, tools: Vec<Tool> },
+    /// `server` now offers exactly these prompts, resources and templates.
+    Offer { server: ServerId, offer: Offer },
     /// `server` went away; its tools stay listed and calls to them fail as unavailable.
     Down { server: ServerId, reason: String },
 }
@@ -101,6 +109,9 @@ pub struct CallContext {
     /// Fired by the client's `notifications/cancelled` (or a timeout): the upstream is told too.
     pub cancel: CancellationToken,
     pub progress: Option<ProgressSink>,
+    /// The calling session: while the call is in flight, the upstream's requests and log
+    /// messages go to it.
+    pub session: Option<crate::relay::SessionId>,
 }
 
 /// One upstream server: its state and, while connected, the client peer to call it through.
@@ -109,16 +120,24 @@ pub struct Upstream {
     state: RwLock<ServerState>,
     peer: RwLock<Option<Peer<RoleClient>>>,
     progress: Arc<ProgressRoutes>,
+    relay: Arc<Relay>,
 }
 
 impl Upstream {
-    fn new(name: ServerId) -> Self {
+    fn new(name: ServerId, relay: Arc<Relay>) -> Self {
         Self {
             name,
             state: RwLock::new(ServerState::Starting),
             peer: RwLock::new(None),
             progress: Arc::new(ProgressRoutes::default()),
+            relay,
         }
+    }
+
+    /// The server's capabilities as it declared them, while connected.
+    pub fn features(&self) -> Option<crate::registry::passthrough::Features> {
+        let peer = self.current_peer().ok()?;
+        Some(passthrough::features_of(&peer.peer_info()?.capabilities))
     }
 
     pub fn name(&self) -> &ServerId {
@@ -171,6 +190,10 @@ impl Upstream {
         ctx: CallContext,
     ) -> Result<rmcp::model::CallToolResult, UpstreamError> {
         let peer = self.current_peer()?;
+        // While this call runs, the server's requests and log messages go to its caller.
+        let _in_flight = ctx
+            .session
+            .map(|session| self.relay.begin_call(&self.name, session));
         let request = ClientRequest::CallToolRequest(CallToolRequest::new({
             let mut params = CallToolRequestParams::new(tool.to_owned());
             params.arguments = arguments;
@@ -273,6 +296,7 @@ impl Upstreams {
     pub async fn start(
         servers: &[ServerConfig],
         events: mpsc::UnboundedSender<UpstreamEvent>,
+        relay: Arc<Relay>,
         shutdown: CancellationToken,
     ) -> Self {
         let tasks = TaskTracker::new();
@@ -280,7 +304,7 @@ impl Upstreams {
         let mut order = Vec::new();
         let mut starting = Vec::new();
         for server in servers {
-            let upstream = Arc::new(Upstream::new(server.id.clone()));
+            let upstream = Arc::new(Upstream::new(server.id.clone(), relay.clone()));
             by_name.insert(server.id.clone(), upstream.clone());
             order.push(server.id.clone());
             starting.push(start_one(
@@ -327,10 +351,15 @@ async fn start_one(
 ) {
     let name = config.id.clone();
     let list_changed = Arc::new(Notify::new());
+    let offer_changed = Arc::new(Notify::new());
     let handler = UpstreamClient::new(
         name.clone(),
         upstream.progress.clone(),
-        list_changed.clone(),
+        upstream.relay.clone(),
+        client::Changes {
+            tools: list_changed.clone(),
+            offer: offer_changed.clone(),
+        },
     );
     let connecting = connect::connect(&config, handler);
     let connected = tokio::select! {
@@ -359,6 +388,11 @@ async fn start_one(
                 server: name.clone(),
                 tools,
             });
+            let offer = passthrough::import_offer(&name, connection.peer()).await;
+            let _ = events.send(UpstreamEvent::Offer {
+                server: name.clone(),
+                offer,
+            });
         }
         Err(reason) => {
             let reason = connection
@@ -373,7 +407,10 @@ async fn start_one(
     tasks.spawn(supervise(
         upstream,
         connection,
-        list_changed,
+        Changes {
+            tools: list_changed,
+            offer: offer_changed,
+        },
         events,
         shutdown,
     ));
@@ -384,7 +421,7 @@ async fn start_one(
 async fn supervise(
     upstream: Arc<Upstream>,
     mut connection: connect::Connection,
-    list_changed: Arc<Notify>,
+    changed: Changes,
     events: mpsc::UnboundedSender<UpstreamEvent>,
     shutdown: CancellationToken,
 ) {
@@ -404,7 +441,7 @@ async fn supervise(
                 break;
             }
             // The server said its tools changed: import them again, whole.
-            () = list_changed.notified() => match import_tools(&peer).await {
+            () = changed.tools.notified() => match import_tools(&peer).await {
                 Ok(tools) => {
                     tracing::info!(server = %name, tools = tools.len(), "tool list changed");
                     upstream.set_state(ServerState::Ready { tools: tools.len() });
@@ -412,6 +449,11 @@ async fn supervise(
                 }
                 Err(error) => tracing::warn!(server = %name, %error, "re-import after list_changed failed; keeping the previous list"),
             },
+            // The server said its prompts or resources changed: import them again, whole.
+            () = changed.offer.notified() => {
+                let offer = passthrough::import_offer(&name, &peer).await;
+                let _ = events.send(UpstreamEvent::Offer { server: name.clone(), offer });
+            }
         }
     }
     connection.stop().await;

@@ -2,11 +2,9 @@
 
 use std::{sync::Arc, time::Duration};
 
-use rmcp::{
-    RoleServer,
-    model::{CallToolResult, ContentBlock, ProgressNotificationParam},
-    service::Peer,
-};
+use rmcp::model::{CallToolResult, ContentBlock, ProgressNotificationParam};
+
+use crate::relay::Caller;
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -145,7 +143,7 @@ struct Host {
     profile: ProfileName,
     /// The `run_code` call's id: sub-calls are `<call_id>:code:<n>`.
     call_id: String,
-    client: Option<Peer<RoleServer>>,
+    client: Option<Caller>,
     finished: mpsc::UnboundedSender<(String, bool)>,
 }
 

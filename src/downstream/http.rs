@@ -212,7 +212,7 @@ pub async fn serve(
             let manager =
                 CappedSessions::new(sessions.clone(), p.name.clone(), settings.session_idle);
             let endpoint = StreamableHttpService::new(
-                move || Ok(service.clone()),
+                move || Ok(service.for_new_session()),
                 Arc::new(manager),
                 rmcp_config.clone(),
             );

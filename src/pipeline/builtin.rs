@@ -184,7 +184,7 @@ pub async fn ask(
     cancel: &CancellationToken,
 ) -> Result<(), CallError> {
     let name = &call.entry.exposed;
-    let client = call.client.as_ref().filter(|peer| {
+    let client = call.client.as_ref().map(|c| &c.peer).filter(|peer| {
         peer.peer_info()
             .is_some_and(|info| info.capabilities.elicitation.is_some())
     });

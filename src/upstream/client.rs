@@ -1,48 +1,123 @@
-//! The rmcp client handler toolgate runs against each upstream: relays progress, notices list changes.
+//! The rmcp client handler toolgate runs against each upstream: relays progress, log messages, resource updates and server requests; notices list changes.
+// Logging, sampling and roots are 2025-era features that rmcp marks deprecated (SEP-2577);
+// toolgate relays them for the servers and clients that use them.
+#![allow(deprecated)]
 
 use std::sync::Arc;
 
-#[expect(
-    deprecated,
-    reason = "logging notifications are still sent by 2025-era servers"
-)]
-use rmcp::model::LoggingMessageNotificationParam;
 use rmcp::{
-    ClientHandler, RoleClient,
-    model::{ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam},
-    service::NotificationContext,
+    ClientHandler, ErrorData, RoleClient,
+    model::{
+        ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
+        ElicitRequestParams, ElicitResult, Implementation, ListRootsResult,
+        LoggingMessageNotificationParam, ProgressNotificationParam,
+        ResourceUpdatedNotificationParam,
+    },
+    service::{NotificationContext, RequestContext, ServiceError},
 };
 use tokio::sync::Notify;
 
 use super::ProgressRoutes;
-use crate::config::ServerId;
+use crate::{
+    config::ServerId,
+    relay::{Ask, Relay},
+};
+
+/// What the supervisor re-imports when the server announces a change.
+pub struct Changes {
+    pub tools: Arc<Notify>,
+    /// Prompts, resources or templates.
+    pub offer: Arc<Notify>,
+}
 
 pub struct UpstreamClient {
     server: ServerId,
     progress: Arc<ProgressRoutes>,
-    list_changed: Arc<Notify>,
+    relay: Arc<Relay>,
+    changes: Changes,
 }
 
 impl UpstreamClient {
     pub(super) fn new(
         server: ServerId,
         progress: Arc<ProgressRoutes>,
-        list_changed: Arc<Notify>,
+        relay: Arc<Relay>,
+        changes: Changes,
     ) -> Self {
         Self {
             server,
             progress,
-            list_changed,
+            relay,
+            changes,
+        }
+    }
+
+    /// Asks the client session that `ask` belongs to, and relays its answer or error.
+    async fn ask_client<T>(
+        &self,
+        ask: Ask,
+        context: &RequestContext<RoleClient>,
+        request: impl AsyncFnOnce(rmcp::service::Peer<rmcp::RoleServer>) -> Result<T, ServiceError>,
+    ) -> Result<T, ErrorData> {
+        let peer = self.relay.requester(&self.server, ask)?;
+        tokio::select! {
+            // The client answered, or the request failed.
+            answer = request(peer) => answer.map_err(|error| match error {
+                ServiceError::McpError(error) => error,
+                other => ErrorData::internal_error(
+                    format!("toolgate could not relay the request to its client: {other}"),
+                    None,
+                ),
+            }),
+            // The upstream gave up on its request.
+            () = context.ct.cancelled() => Err(ErrorData::internal_error("cancelled by the server", None)),
         }
     }
 }
 
 impl ClientHandler for UpstreamClient {
+    /// Declares what a client of toolgate may be asked for; whether the session a request
+    /// belongs to can answer is checked per request (see [`crate::relay`]).
     fn get_info(&self) -> ClientConfig {
+        let capabilities = ClientCapabilities::builder()
+            .enable_roots()
+            .enable_sampling()
+            .enable_elicitation()
+            .build();
         ClientConfig::new(
-            ClientCapabilities::default(),
+            capabilities,
             Implementation::new("toolgate", env!("CARGO_PKG_VERSION")),
         )
+    }
+
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        self.ask_client(Ask::Sampling, &context, async |peer| {
+            peer.create_message(params).await
+        })
+        .await
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        self.ask_client(Ask::Elicitation, &context, async |peer| {
+            peer.create_elicitation(request).await
+        })
+        .await
+    }
+
+    async fn list_roots(
+        &self,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, ErrorData> {
+        self.ask_client(Ask::Roots, &context, async |peer| peer.list_roots().await)
+            .await
     }
 
     async fn on_progress(
@@ -56,18 +131,33 @@ impl ClientHandler for UpstreamClient {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         tracing::debug!(server = %self.server, "upstream announced a tool list change");
         // `notify_one` stores a permit, so a change during a re-import is not lost.
-        self.list_changed.notify_one();
+        self.changes.tools.notify_one();
     }
 
-    #[expect(
-        deprecated,
-        reason = "older upstreams still log this way; we relay it to our log"
-    )]
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        tracing::debug!(server = %self.server, "upstream announced a prompt list change");
+        self.changes.offer.notify_one();
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        tracing::debug!(server = %self.server, "upstream announced a resource list change");
+        self.changes.offer.notify_one();
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.relay.resource_updated(&self.server, &params.uri).await;
+    }
+
     async fn on_logging_message(
         &self,
         params: LoggingMessageNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        tracing::info!(server = %self.server, level = ?params.level, data = %params.data, "upstream log");
+        tracing::debug!(server = %self.server, level = ?params.level, data = %params.data, "upstream log");
+        self.relay.log(&self.server, params).await;
     }
 }

@@ -1,0 +1,362 @@
+//! Routes what an upstream sends unasked (log messages, resource updates, sampling, elicitation and roots requests) to the client sessions it belongs to.
+//!
+//! The rules (README, "What passes through"):
+//! - **Server requests** (`sampling/createMessage`, `elicitation/create`, `roots/list`) go to
+//!   the session with a call in flight on that server. With none in flight, to the only
+//!   session that sees the server. Several candidates, none, or a session whose client did
+//!   not declare the capability: a JSON-RPC error, never an answer made up by toolgate.
+//! - **Log messages** go to the sessions with a call in flight on that server; with none in
+//!   flight, to every session that sees the server. Each session gets only messages at or
+//!   above the level it set with `logging/setLevel`. The logger name carries the server:
+//!   `{server}` or `{server}/{logger}`.
+//! - **Resource updates** go to the sessions subscribed to that resource, under the URI each
+//!   subscribed with.
+// rmcp marks logging, sampling and roots deprecated (SEP-2577, 2026-07-28); 2025-11-25
+// clients and servers use them, and this module exists to relay them.
+#![allow(deprecated)]
+
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc, Mutex, MutexGuard,
+        atomic::{AtomicU64, Ordering},
+    },
+};
+
+use rmcp::{
+    ErrorData, RoleServer,
+    model::{
+        ErrorCode, LoggingLevel, LoggingMessageNotificationParam, ResourceUpdatedNotificationParam,
+    },
+    service::Peer,
+};
+use tokio::sync::watch;
+
+use crate::{
+    config::{ProfileName, ServerId},
+    registry::Views,
+};
+
+/// One downstream session, numbered in this gateway's lifetime.
+pub type SessionId = u64;
+
+/// The client a call came from: where its server requests and messages go.
+#[derive(Clone)]
+pub struct Caller {
+    pub peer: Peer<RoleServer>,
+    pub session: SessionId,
+}
+
+/// What an upstream asks a client for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ask {
+    Sampling,
+    Elicitation,
+    Roots,
+}
+
+impl Ask {
+    fn method(self) -> &'static str {
+        match self {
+            Ask::Sampling => "sampling/createMessage",
+            Ask::Elicitation => "elicitation/create",
+            Ask::Roots => "roots/list",
+        }
+    }
+
+    fn declared_by(self, peer: &Peer<RoleServer>) -> bool {
+        peer.peer_info().is_some_and(|info| {
+            let caps = &info.capabilities;
+            match self {
+                Ask::Sampling => caps.sampling.is_some(),
+                Ask::Elicitation => caps.elicitation.is_some(),
+                Ask::Roots => caps.roots.is_some(),
+            }
+        })
+    }
+}
+
+struct Session {
+    profile: ProfileName,
+    peer: Peer<RoleServer>,
+    /// Set by `logging/setLevel`; `None`: everything the upstreams send.
+    level: Option<LoggingLevel>,
+    /// (server, upstream URI) → the URI this session subscribed with.
+    subscriptions: HashMap<(ServerId, String), String>,
+}
+
+#[derive(Default)]
+struct Inner {
+    sessions: HashMap<SessionId, Session>,
+    /// Per server, one entry per call in flight, by session.
+    in_flight: HashMap<ServerId, Vec<SessionId>>,
+}
+
+/// The sessions the gateway serves, as far as upstream traffic must reach them.
+pub struct Relay {
+    next: AtomicU64,
+    inner: Mutex<Inner>,
+    views: watch::Receiver<Arc<Views>>,
+}
+
+/// A call in flight on a server: ends when dropped.
+pub struct InFlight {
+    relay: Arc<Relay>,
+    server: ServerId,
+    session: SessionId,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut inner = self.relay.lock();
+        if let Some(calls) = inner.in_flight.get_mut(&self.server) {
+            if let Some(at) = calls.iter().position(|s| *s == self.session) {
+                calls.swap_remove(at);
+            }
+            if calls.is_empty() {
+                inner.in_flight.remove(&self.server);
+            }
+        }
+    }
+}
+
+fn rank(level: LoggingLevel) -> u8 {
+    match level {
+        LoggingLevel::Debug => 0,
+        LoggingLevel::Info => 1,
+        LoggingLevel::Notice => 2,
+        LoggingLevel::Warning => 3,
+        LoggingLevel::Error => 4,
+        LoggingLevel::Critical => 5,
+        LoggingLevel::Alert => 6,
+        LoggingLevel::Emergency => 7,
+    }
+}
+
+impl Relay {
+    pub fn new(views: watch::Receiver<Arc<Views>>) -> Self {
+        Self {
+            next: AtomicU64::new(1),
+            inner: Mutex::new(Inner::default()),
+            views,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // Every critical section is a few map operations with no await and no panic path
+        // that leaves the maps inconsistent, so a poisoned lock is still sound to use.
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// A number for a new session.
+    pub fn new_session(&self) -> SessionId {
+        self.next.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The session can be reached. Called at `notifications/initialized` and by every
+    /// request that depends on it, since a client's first request may be handled before its
+    /// `initialized` notification; a known session is left as it is.
+    pub fn register(&self, session: SessionId, profile: &ProfileName, peer: &Peer<RoleServer>) {
+        self.lock()
+            .sessions
+            .entry(session)
+            .or_insert_with(|| Session {
+                profile: profile.clone(),
+                peer: peer.clone(),
+                level: None,
+                subscriptions: HashMap::new(),
+            });
+    }
+
+    /// The session is gone. Returns the resources only it was subscribed to, to unsubscribe
+    /// upstream.
+    pub fn unregister(&self, session: SessionId) -> Vec<(ServerId, String)> {
+        let mut inner = self.lock();
+        let Some(gone) = inner.sessions.remove(&session) else {
+            return Vec::new();
+        };
+        gone.subscriptions
+            .into_keys()
+            .filter(|key| {
+                !inner
+                    .sessions
+                    .values()
+                    .any(|s| s.subscriptions.contains_key(key))
+            })
+            .collect()
+    }
+
+    /// Marks a call of `session` in flight on `server` until the guard drops.
+    pub fn begin_call(self: &Arc<Self>, server: &ServerId, session: SessionId) -> InFlight {
+        self.lock()
+            .in_flight
+            .entry(server.clone())
+            .or_default()
+            .push(session);
+        InFlight {
+            relay: self.clone(),
+            server: server.clone(),
+            session,
+        }
+    }
+
+    /// Records the session's level; returns the most verbose level any session asked for,
+    /// which is what the upstreams are set to.
+    pub fn set_level(&self, session: SessionId, level: LoggingLevel) -> LoggingLevel {
+        let mut inner = self.lock();
+        if let Some(s) = inner.sessions.get_mut(&session) {
+            s.level = Some(level);
+        }
+        inner
+            .sessions
+            .values()
+            .filter_map(|s| s.level)
+            .min_by_key(|l| rank(*l))
+            .unwrap_or(level)
+    }
+
+    /// Records a subscription; `true` when it is the first to this resource (subscribe upstream).
+    pub fn subscribe(
+        &self,
+        session: SessionId,
+        server: &ServerId,
+        upstream: &str,
+        exposed: &str,
+    ) -> bool {
+        let mut inner = self.lock();
+        let key = (server.clone(), upstream.to_owned());
+        let first = !inner
+            .sessions
+            .values()
+            .any(|s| s.subscriptions.contains_key(&key));
+        if let Some(s) = inner.sessions.get_mut(&session) {
+            s.subscriptions.insert(key, exposed.to_owned());
+        }
+        first
+    }
+
+    /// Drops a subscription; `true` when no session is subscribed to it any more.
+    pub fn unsubscribe(&self, session: SessionId, server: &ServerId, upstream: &str) -> bool {
+        let mut inner = self.lock();
+        let key = (server.clone(), upstream.to_owned());
+        if let Some(s) = inner.sessions.get_mut(&session) {
+            s.subscriptions.remove(&key);
+        }
+        !inner
+            .sessions
+            .values()
+            .any(|s| s.subscriptions.contains_key(&key))
+    }
+
+    /// Sessions whose profile's view includes `server`.
+    fn seeing<'a>(&self, inner: &'a Inner, server: &ServerId) -> Vec<(&'a SessionId, &'a Session)> {
+        let views = self.views.borrow();
+        inner
+            .sessions
+            .iter()
+            .filter(|(_, s)| {
+                views
+                    .get(&s.profile)
+                    .is_some_and(|v| v.shows_server(server))
+            })
+            .collect()
+    }
+
+    /// The sessions with a call in flight on `server`, else those that see it.
+    fn audience(&self, inner: &Inner, server: &ServerId) -> Vec<SessionId> {
+        let mut busy: Vec<SessionId> = inner.in_flight.get(server).cloned().unwrap_or_default();
+        busy.sort_unstable();
+        busy.dedup();
+        busy.retain(|s| inner.sessions.contains_key(s));
+        if !busy.is_empty() {
+            return busy;
+        }
+        self.seeing(inner, server)
+            .into_iter()
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    /// Relays an upstream log message (see the module doc for who gets it).
+    pub async fn log(&self, server: &ServerId, mut params: LoggingMessageNotificationParam) {
+        params.logger = Some(match params.logger.take() {
+            Some(logger) => format!("{server}/{logger}"),
+            None => server.to_string(),
+        });
+        let targets: Vec<Peer<RoleServer>> = {
+            let inner = self.lock();
+            self.audience(&inner, server)
+                .iter()
+                .filter_map(|id| inner.sessions.get(id))
+                .filter(|s| s.level.is_none_or(|min| rank(params.level) >= rank(min)))
+                .map(|s| s.peer.clone())
+                .collect()
+        };
+        for peer in targets {
+            if let Err(error) = peer.notify_logging_message(params.clone()).await {
+                tracing::debug!(%server, %error, "could not relay a log message");
+            }
+        }
+    }
+
+    /// Relays `notifications/resources/updated` to the sessions subscribed to it.
+    pub async fn resource_updated(&self, server: &ServerId, uri: &str) {
+        let key = (server.clone(), uri.to_owned());
+        let targets: Vec<(Peer<RoleServer>, String)> = {
+            let inner = self.lock();
+            inner
+                .sessions
+                .values()
+                .filter_map(|s| Some((s.peer.clone(), s.subscriptions.get(&key)?.clone())))
+                .collect()
+        };
+        for (peer, exposed) in targets {
+            let notice = ResourceUpdatedNotificationParam::new(exposed);
+            if let Err(error) = peer.notify_resource_updated(notice).await {
+                tracing::debug!(%server, %error, "could not relay a resource update");
+            }
+        }
+    }
+
+    /// The client session that must answer `ask` for `server` (module doc), or the error to
+    /// answer the upstream with.
+    pub fn requester(&self, server: &ServerId, ask: Ask) -> Result<Peer<RoleServer>, ErrorData> {
+        let inner = self.lock();
+        let candidates = self.audience(&inner, server);
+        let method = ask.method();
+        let peer = match candidates.as_slice() {
+            [one] => inner.sessions.get(one).map(|s| s.peer.clone()),
+            [] => None,
+            many => {
+                return Err(ErrorData::internal_error(
+                    format!(
+                        "toolgate cannot tell which of {} client sessions should answer {method} from server \"{server}\"",
+                        many.len()
+                    ),
+                    None,
+                ));
+            }
+        };
+        let Some(peer) = peer else {
+            return Err(ErrorData::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                format!(
+                    "no client session of toolgate can answer {method} from server \"{server}\""
+                ),
+                None,
+            ));
+        };
+        if !ask.declared_by(&peer) {
+            return Err(ErrorData::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                format!(
+                    "the client of this session did not declare the capability for {method} (server \"{server}\")"
+                ),
+                None,
+            ));
+        }
+        Ok(peer)
+    }
+}

@@ -1,0 +1,530 @@
+//! Prompts, resources, completion, logging and server requests pass through toolgate, named by the prefix policy and masked per profile.
+#![allow(deprecated)] // logging, sampling and roots: 2025-era features relayed here
+
+mod common;
+
+use std::{
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use common::{Workdir, server_toml, text, toolgate};
+use rmcp::{
+    ClientHandler, ErrorData, RoleClient, ServiceExt,
+    model::{
+        ArgumentInfo, ClientCapabilities, ClientConfig, CompleteRequestParams,
+        CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
+        ElicitationAction, GetPromptRequestParams, Implementation, ListRootsResult, LoggingLevel,
+        LoggingMessageNotificationParam, ReadResourceRequestParams, Reference, ResourceContents,
+        ResourceUpdatedNotificationParam, Root, SamplingMessage, SetLevelRequestParams,
+        SubscribeRequestParams,
+    },
+    service::{NotificationContext, RequestContext, RunningService, ServiceError},
+    transport::{StreamableHttpClientTransport, TokioChildProcess},
+};
+use serde_json::json;
+use tokio::sync::Notify;
+
+/// A client that can answer sampling, elicitation and roots, and records what it is sent.
+#[derive(Clone, Default)]
+struct Asked {
+    logs: Arc<Mutex<Vec<LoggingMessageNotificationParam>>>,
+    updates: Arc<Mutex<Vec<String>>>,
+    changes: Arc<Mutex<Vec<&'static str>>>,
+    seen: Arc<Notify>,
+}
+
+impl Asked {
+    async fn wait_until(&self, what: &str, done: impl Fn(&Self) -> bool) {
+        let waited = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                let notified = self.seen.notified();
+                if done(self) {
+                    return;
+                }
+                notified.await;
+            }
+        })
+        .await;
+        assert!(waited.is_ok(), "timed out waiting for {what}");
+    }
+
+    fn log_data(&self) -> Vec<String> {
+        self.logs
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|l| l.data.as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+}
+
+impl ClientHandler for Asked {
+    fn get_info(&self) -> ClientConfig {
+        let capabilities = ClientCapabilities::builder()
+            .enable_roots()
+            .enable_sampling()
+            .enable_elicitation()
+            .build();
+        ClientConfig::new(capabilities, Implementation::new("asked", "0"))
+    }
+
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        let asked = serde_json::to_string(&params.messages).unwrap_or_default();
+        let answer = SamplingMessage::assistant_text(format!("you asked {asked}"));
+        Ok(CreateMessageResult::new(answer, "test-model".into()))
+    }
+
+    async fn create_elicitation(
+        &self,
+        _request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let mut result = ElicitResult::new(ElicitationAction::Accept);
+        result.content = Some(json!({"answer": "yes"}));
+        Ok(result)
+    }
+
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, ErrorData> {
+        Ok(ListRootsResult::new(vec![Root::new("file:///work")]))
+    }
+
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.logs.lock().unwrap().push(params);
+        self.seen.notify_waiters();
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.updates.lock().unwrap().push(params.uri);
+        self.seen.notify_waiters();
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.changes.lock().unwrap().push("prompts");
+        self.seen.notify_waiters();
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.changes.lock().unwrap().push("resources");
+        self.seen.notify_waiters();
+    }
+}
+
+type Client = RunningService<RoleClient, Asked>;
+
+fn notes(prefix: &str, extra: &str) -> Workdir {
+    Workdir::new(&format!(
+        "[gateway]\nprefix = \"{prefix}\"\n\n{}{}{extra}",
+        server_toml("notes", "notes_server", &[]),
+        server_toml("other", "other_server", &[]),
+    ))
+}
+
+async fn stdio(work: &Workdir, profile: Option<&str>) -> (Client, Asked) {
+    let mut command = tokio::process::Command::new(toolgate());
+    command.arg("--config").arg(work.config()).arg("serve");
+    if let Some(profile) = profile {
+        command.args(["--profile", profile]);
+    }
+    let (transport, _) = TokioChildProcess::builder(command)
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .expect("spawn toolgate");
+    let asked = Asked::default();
+    let client = asked.clone().serve(transport).await.expect("handshake");
+    (client, asked)
+}
+
+fn uris(result: &rmcp::model::ReadResourceResult) -> Vec<String> {
+    result
+        .contents
+        .iter()
+        .map(|c| match c {
+            ResourceContents::TextResourceContents { uri, .. }
+            | ResourceContents::BlobResourceContents { uri, .. } => uri.clone(),
+            _ => String::new(),
+        })
+        .collect()
+}
+
+fn contents_text(result: &rmcp::model::ReadResourceResult) -> String {
+    match result.contents.first() {
+        Some(ResourceContents::TextResourceContents { text, .. }) => text.clone(),
+        other => panic!("expected text contents, got {other:?}"),
+    }
+}
+
+fn rpc_code(error: ServiceError) -> (i32, String) {
+    match error {
+        ServiceError::McpError(error) => (error.code.0, error.message.to_string()),
+        other => panic!("expected a JSON-RPC error, got {other}"),
+    }
+}
+
+#[tokio::test]
+async fn lists_are_named_by_the_prefix_policy_and_capabilities_follow_the_servers() {
+    let work = notes("always", "");
+    let (client, _) = stdio(&work, None).await;
+    let info = client.peer_info().expect("server info");
+    let caps = &info.capabilities;
+    assert!(caps.prompts.is_some(), "prompts advertised: {caps:?}");
+    let resources = caps.resources.as_ref().expect("resources advertised");
+    assert_eq!(resources.subscribe, Some(true));
+    assert!(caps.completions.is_some() && caps.logging.is_some());
+
+    let prompts: Vec<String> = client
+        .list_all_prompts()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| p.name)
+        .collect();
+    assert_eq!(prompts, ["notes__greet", "notes__summary"]);
+    let resources: Vec<String> = client
+        .list_all_resources()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.uri.clone())
+        .collect();
+    assert_eq!(resources, ["notes+note://welcome", "notes+note://logo"]);
+    let templates = client.list_all_resource_templates().await.unwrap();
+    assert_eq!(templates[0].uri_template, "notes+note://{name}");
+    client.cancel().await.ok();
+
+    let work = notes("never", "");
+    let (client, _) = stdio(&work, None).await;
+    let prompts = client.list_all_prompts().await.unwrap();
+    assert_eq!(prompts[0].name, "greet", "never: names pass unchanged");
+    let resources = client.list_all_resources().await.unwrap();
+    assert_eq!(resources[0].uri, "note://welcome");
+    client.cancel().await.ok();
+}
+
+#[tokio::test]
+async fn a_gateway_whose_servers_offer_no_prompts_advertises_none() {
+    let work = Workdir::new(&server_toml("other", "other_server", &[]));
+    let (client, _) = stdio(&work, None).await;
+    let caps = &client.peer_info().expect("server info").capabilities;
+    assert!(
+        caps.prompts.is_none() && caps.resources.is_none(),
+        "{caps:?}"
+    );
+    let (code, _) = rpc_code(client.list_prompts(None).await.unwrap_err());
+    assert_eq!(code, -32601, "prompts/list is not offered");
+    client.cancel().await.ok();
+}
+
+#[tokio::test]
+async fn prompts_and_resources_route_back_to_their_server() {
+    let work = notes("always", "");
+    let (client, _) = stdio(&work, None).await;
+
+    let mut get = GetPromptRequestParams::new("notes__greet");
+    get.arguments = json!({"name": "Ann"}).as_object().cloned();
+    let prompt = client.get_prompt(get).await.expect("prompts/get");
+    let said = prompt.messages[0]
+        .content
+        .as_text()
+        .map(|t| t.text.as_str());
+    assert_eq!(said, Some("Hello, Ann!"));
+    let (code, message) = rpc_code(
+        client
+            .get_prompt(GetPromptRequestParams::new("notes__nope"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (code, message.as_str()),
+        (-32602, "unknown prompt \"notes__nope\"")
+    );
+
+    let read = client
+        .read_resource(ReadResourceRequestParams::new("notes+note://welcome"))
+        .await
+        .expect("listed resource");
+    assert_eq!(contents_text(&read), "Welcome to notes.");
+    assert_eq!(
+        uris(&read),
+        ["notes+note://welcome"],
+        "the URI comes back as listed"
+    );
+
+    let by_template = client
+        .read_resource(ReadResourceRequestParams::new("notes+note://shopping"))
+        .await
+        .expect("a URI of the template");
+    assert_eq!(contents_text(&by_template), "note shopping");
+
+    let logo = client
+        .read_resource(ReadResourceRequestParams::new("notes+note://logo"))
+        .await
+        .expect("blob");
+    assert!(matches!(
+        &logo.contents[0],
+        ResourceContents::BlobResourceContents { blob, .. } if blob == "iVBORw0KGgo="
+    ));
+
+    let (code, message) = rpc_code(
+        client
+            .read_resource(ReadResourceRequestParams::new("elsewhere://x"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(code, -32002, "resource not found: {message}");
+    assert!(message.contains("elsewhere://x"), "{message}");
+    client.cancel().await.ok();
+}
+
+#[tokio::test]
+async fn completion_goes_to_the_owning_server() {
+    let work = notes("always", "");
+    let (client, _) = stdio(&work, None).await;
+    let prompt = CompleteRequestParams::new(
+        Reference::for_prompt("notes__greet"),
+        ArgumentInfo::new("name", "a"),
+    );
+    let done = client
+        .complete(prompt)
+        .await
+        .expect("complete a prompt argument");
+    assert_eq!(done.completion.values, ["alice"]);
+    let template = CompleteRequestParams::new(
+        Reference::for_resource("notes+note://{name}"),
+        ArgumentInfo::new("name", "b"),
+    );
+    let done = client
+        .complete(template)
+        .await
+        .expect("complete a template argument");
+    assert_eq!(done.completion.values, ["bob"]);
+    client.cancel().await.ok();
+}
+
+#[tokio::test]
+async fn log_messages_reach_the_caller_at_its_level_named_by_server() {
+    let work = notes("always", "");
+    let (client, asked) = stdio(&work, None).await;
+    client
+        .set_level(SetLevelRequestParams::new(LoggingLevel::Info))
+        .await
+        .expect("logging/setLevel");
+    call(&client, "notes__log", json!({"message": "hello"}))
+        .await
+        .unwrap();
+    asked
+        .wait_until("the log message", |a| a.log_data() == ["hello"])
+        .await;
+    let logger = asked.logs.lock().unwrap()[0].logger.clone();
+    assert_eq!(logger.as_deref(), Some("notes/notes"), "server/logger");
+
+    client
+        .set_level(SetLevelRequestParams::new(LoggingLevel::Error))
+        .await
+        .unwrap();
+    call(
+        &client,
+        "notes__log",
+        json!({"message": "quiet", "level": "info"}),
+    )
+    .await
+    .unwrap();
+    call(
+        &client,
+        "notes__log",
+        json!({"message": "loud", "level": "error"}),
+    )
+    .await
+    .unwrap();
+    asked
+        .wait_until("the error message", |a| a.log_data().len() == 2)
+        .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        asked.log_data(),
+        ["hello", "loud"],
+        "below the session's level: dropped"
+    );
+    client.cancel().await.ok();
+}
+
+#[tokio::test]
+async fn sampling_elicitation_and_roots_reach_the_calling_client() {
+    let work = notes("always", "");
+    let (client, _) = stdio(&work, None).await;
+    let sampled = call(&client, "notes__ask_model", json!({"prompt": "2+2?"}))
+        .await
+        .unwrap();
+    assert!(
+        text(&sampled).contains("you asked") && text(&sampled).contains("2+2?"),
+        "{}",
+        text(&sampled)
+    );
+    let elicited = call(&client, "notes__ask_user", json!({"question": "ok?"}))
+        .await
+        .unwrap();
+    assert_eq!(text(&elicited), "user Accept: {\"answer\":\"yes\"}");
+    let roots = call(&client, "notes__roots", json!({})).await.unwrap();
+    assert_eq!(text(&roots), "file:///work");
+    client.cancel().await.ok();
+}
+
+#[tokio::test]
+async fn a_client_without_the_capability_gets_an_error_never_a_made_up_answer() {
+    let work = notes("always", "");
+    let (client, _) = common::stdio_client(&work).await;
+    let error = common::call(&client, "notes__ask_model", json!({"prompt": "2+2?"}))
+        .await
+        .expect_err("the upstream's tool fails with the relayed error");
+    let (code, message) = rpc_code(error);
+    assert_eq!(code, -32601, "{message}");
+    assert!(
+        message.contains("did not declare") && message.contains("sampling/createMessage"),
+        "{message}"
+    );
+    client.cancel().await.ok();
+}
+
+#[tokio::test]
+async fn subscribed_sessions_get_updates_under_the_uri_they_subscribed_with() {
+    let work = notes("always", "");
+    let (client, asked) = stdio(&work, None).await;
+    client
+        .subscribe(SubscribeRequestParams::new("notes+note://today"))
+        .await
+        .expect("resources/subscribe");
+    call(&client, "notes__touch", json!({"name": "today"}))
+        .await
+        .unwrap();
+    asked
+        .wait_until("the update", |a| !a.updates.lock().unwrap().is_empty())
+        .await;
+    assert_eq!(*asked.updates.lock().unwrap(), ["notes+note://today"]);
+    call(&client, "notes__touch", json!({"name": "elsewhere"}))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        asked.updates.lock().unwrap().len(),
+        1,
+        "not subscribed to that one"
+    );
+    client.cancel().await.ok();
+}
+
+#[tokio::test]
+async fn prompt_and_resource_list_changes_are_announced() {
+    let work = notes("always", "");
+    let (client, asked) = stdio(&work, None).await;
+    call(
+        &client,
+        "notes__add_note",
+        json!({"name": "n1", "text": "first"}),
+    )
+    .await
+    .unwrap();
+    asked
+        .wait_until("both announcements", |a| {
+            let changes = a.changes.lock().unwrap();
+            changes.contains(&"prompts") && changes.contains(&"resources")
+        })
+        .await;
+    let prompts = client.list_all_prompts().await.unwrap();
+    assert!(prompts.iter().any(|p| p.name == "notes__about_n1"));
+    let read = client
+        .read_resource(ReadResourceRequestParams::new("notes+note://n1"))
+        .await
+        .unwrap();
+    assert_eq!(contents_text(&read), "first");
+    client.cancel().await.ok();
+}
+
+#[tokio::test]
+async fn profile_masks_apply_to_prompt_names_and_uris() {
+    let profile = "\n[profiles.limited]\nallow = [\"notes__greet\", \"notes+note://welcome\", \"other__*\"]\n";
+    let work = notes("always", profile);
+    let (client, _) = stdio(&work, Some("limited")).await;
+    let prompts: Vec<String> = client
+        .list_all_prompts()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| p.name)
+        .collect();
+    assert_eq!(prompts, ["notes__greet"]);
+    let resources = client.list_all_resources().await.unwrap();
+    assert_eq!(resources.len(), 1);
+    assert!(
+        client
+            .list_all_resource_templates()
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let (code, _) = rpc_code(
+        client
+            .read_resource(ReadResourceRequestParams::new("notes+note://logo"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(code, -32002, "a masked URI is not found");
+    client.cancel().await.ok();
+}
+
+#[tokio::test]
+async fn the_same_passes_through_over_http() {
+    let work = notes("always", "");
+    let gateway = common::HttpGateway::start(&work).await;
+    let transport = StreamableHttpClientTransport::from_uri(gateway.url.clone());
+    let asked = Asked::default();
+    let client = asked
+        .clone()
+        .serve(transport)
+        .await
+        .expect("handshake over HTTP");
+    let read = client
+        .read_resource(ReadResourceRequestParams::new("notes+note://welcome"))
+        .await
+        .unwrap();
+    assert_eq!(contents_text(&read), "Welcome to notes.");
+    let sampled = call(&client, "notes__ask_model", json!({"prompt": "hi"}))
+        .await
+        .unwrap();
+    assert!(text(&sampled).contains("you asked"), "{}", text(&sampled));
+    client
+        .set_level(SetLevelRequestParams::new(LoggingLevel::Debug))
+        .await
+        .unwrap();
+    call(&client, "notes__log", json!({"message": "over http"}))
+        .await
+        .unwrap();
+    asked
+        .wait_until("the log message", |a| a.log_data() == ["over http"])
+        .await;
+    client.cancel().await.ok();
+}
+
+async fn call(
+    client: &Client,
+    name: &str,
+    args: serde_json::Value,
+) -> Result<rmcp::model::CallToolResult, ServiceError> {
+    let mut params = rmcp::model::CallToolRequestParams::new(name.to_owned());
+    params.arguments = args.as_object().cloned();
+    client.call_tool(params).await
+}
