@@ -9,7 +9,10 @@
 //!   profile's own servers), named by the prefix policy ([`registry::names`]), merged and
 //!   masked by profile restrictions ([`registry::restrict`]) into one immutable
 //!   [`registry::View`] per profile, with `run_code` in `code`/`both` mode. Each entry
-//!   carries its call policy (compiled validators, timeout, retry).
+//!   carries its call policy (compiled validators, timeout, retry). Prompts, resources and
+//!   templates are named, layered and masked the same way ([`registry::passthrough`]).
+//! - [`relay`]: which client session gets what an upstream sends unasked: log messages,
+//!   resource updates, and its sampling / elicitation / roots requests.
 //! - [`gateway`]: owns the registry, applies upstream events, publishes views on a `watch`.
 //! - [`pipeline`]: the one entry point for a call: resolve in the caller's view → validate
 //!   arguments → pre gates → around wrappers (retry, timeout) → upstream → post hooks; audit
@@ -20,7 +23,8 @@
 //!   sub-calls through the pipeline.
 //! - [`child`]: the environment every child process gets (a base set plus its own `env`).
 //! - [`downstream`]: the rmcp `ServerHandler` clients talk to, bound to a profile, over stdio
-//!   or HTTP (`/mcp`, `/mcp/{profile}`, bearer tokens, `/metrics`).
+//!   or HTTP (`/mcp`, `/mcp/{profile}`, bearer tokens, `/metrics`); prompts, resources,
+//!   completion and logging level are answered from the view and forwarded to their server.
 //! - [`error`]: stable error codes and their single mapping to JSON-RPC / `isError` results.
 //! - [`code_mode`]: programs that call tools, run in sandboxed `toolgate worker` processes (Boa + oxc,
 //!   rlimits, seccomp) that a warm [`code_mode::pool::WorkerPool`] starts, feeds and kills.
@@ -37,10 +41,15 @@
 //! comes back as a sub-call `<call_id>:code:<n>` into [`pipeline::Pipeline::execute`] for the
 //! same profile and view.
 //!
+//! # Something an upstream asks
+//! an upstream's `sampling/createMessage` (or elicitation, roots) during a call → its
+//! [`upstream`] client handler → [`relay::Relay::requester`] picks the session with a call
+//! in flight on that server → the client's answer goes back to the upstream.
+//!
 //! # A change
-//! upstream `notifications/tools/list_changed` → its supervisor re-imports → event →
-//! the gateway's registry owner rebuilds every profile's view → each session whose own
-//! view's fingerprint changed gets `notifications/tools/list_changed`.
+//! upstream `notifications/{tools,prompts,resources}/list_changed` → its supervisor
+//! re-imports → event → the gateway's registry owner rebuilds every profile's view → each
+//! session whose own view's fingerprint for that list changed gets the notification.
 
 pub mod child;
 pub mod code_mode;
