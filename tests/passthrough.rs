@@ -150,6 +150,15 @@ async fn stdio(work: &Workdir, profile: Option<&str>) -> (Client, Asked) {
     (client, asked)
 }
 
+async fn read_uri(
+    client: &Client,
+    uri: &str,
+) -> Result<rmcp::model::ReadResourceResult, ServiceError> {
+    client
+        .read_resource(ReadResourceRequestParams::new(uri))
+        .await
+}
+
 fn uris(result: &rmcp::model::ReadResourceResult) -> Vec<String> {
     result
         .contents
@@ -254,8 +263,7 @@ async fn prompts_and_resources_route_back_to_their_server() {
         (-32602, "unknown prompt \"notes__nope\"")
     );
 
-    let read = client
-        .read_resource(ReadResourceRequestParams::new("notes+note://welcome"))
+    let read = read_uri(&client, "notes+note://welcome")
         .await
         .expect("listed resource");
     assert_eq!(contents_text(&read), "Welcome to notes.");
@@ -265,27 +273,18 @@ async fn prompts_and_resources_route_back_to_their_server() {
         "the URI comes back as listed"
     );
 
-    let by_template = client
-        .read_resource(ReadResourceRequestParams::new("notes+note://shopping"))
+    let by_template = read_uri(&client, "notes+note://shopping")
         .await
         .expect("a URI of the template");
     assert_eq!(contents_text(&by_template), "note shopping");
 
-    let logo = client
-        .read_resource(ReadResourceRequestParams::new("notes+note://logo"))
-        .await
-        .expect("blob");
+    let logo = read_uri(&client, "notes+note://logo").await.expect("blob");
     assert!(matches!(
         &logo.contents[0],
         ResourceContents::BlobResourceContents { blob, .. } if blob == "iVBORw0KGgo="
     ));
 
-    let (code, message) = rpc_code(
-        client
-            .read_resource(ReadResourceRequestParams::new("elsewhere://x"))
-            .await
-            .unwrap_err(),
-    );
+    let (code, message) = rpc_code(read_uri(&client, "elsewhere://x").await.unwrap_err());
     assert_eq!(code, -32002, "resource not found: {message}");
     assert!(message.contains("elsewhere://x"), "{message}");
     client.cancel().await.ok();
@@ -295,24 +294,19 @@ async fn prompts_and_resources_route_back_to_their_server() {
 async fn completion_goes_to_the_owning_server() {
     let work = notes("always", "");
     let (client, _) = stdio(&work, None).await;
-    let prompt = CompleteRequestParams::new(
-        Reference::for_prompt("notes__greet"),
-        ArgumentInfo::new("name", "a"),
-    );
-    let done = client
-        .complete(prompt)
-        .await
-        .expect("complete a prompt argument");
-    assert_eq!(done.completion.values, ["alice"]);
-    let template = CompleteRequestParams::new(
-        Reference::for_resource("notes+note://{name}"),
-        ArgumentInfo::new("name", "b"),
-    );
-    let done = client
-        .complete(template)
-        .await
-        .expect("complete a template argument");
-    assert_eq!(done.completion.values, ["bob"]);
+    let completes = async |reference: Reference, typed: &str| {
+        let request = CompleteRequestParams::new(reference, ArgumentInfo::new("name", typed));
+        client
+            .complete(request)
+            .await
+            .expect("completion/complete")
+            .completion
+            .values
+    };
+    let prompt = completes(Reference::for_prompt("notes__greet"), "a").await;
+    assert_eq!(prompt, ["alice"]);
+    let template = completes(Reference::for_resource("notes+note://{name}"), "b").await;
+    assert_eq!(template, ["bob"]);
     client.cancel().await.ok();
 }
 
@@ -446,10 +440,7 @@ async fn prompt_and_resource_list_changes_are_announced() {
         .await;
     let prompts = client.list_all_prompts().await.unwrap();
     assert!(prompts.iter().any(|p| p.name == "notes__about_n1"));
-    let read = client
-        .read_resource(ReadResourceRequestParams::new("notes+note://n1"))
-        .await
-        .unwrap();
+    let read = read_uri(&client, "notes+note://n1").await.unwrap();
     assert_eq!(contents_text(&read), "first");
     client.cancel().await.ok();
 }
@@ -476,12 +467,7 @@ async fn profile_masks_apply_to_prompt_names_and_uris() {
             .unwrap()
             .is_empty()
     );
-    let (code, _) = rpc_code(
-        client
-            .read_resource(ReadResourceRequestParams::new("notes+note://logo"))
-            .await
-            .unwrap_err(),
-    );
+    let (code, _) = rpc_code(read_uri(&client, "notes+note://logo").await.unwrap_err());
     assert_eq!(code, -32002, "a masked URI is not found");
     client.cancel().await.ok();
 }
@@ -497,10 +483,7 @@ async fn the_same_passes_through_over_http() {
         .serve(transport)
         .await
         .expect("handshake over HTTP");
-    let read = client
-        .read_resource(ReadResourceRequestParams::new("notes+note://welcome"))
-        .await
-        .unwrap();
+    let read = read_uri(&client, "notes+note://welcome").await.unwrap();
     assert_eq!(contents_text(&read), "Welcome to notes.");
     let sampled = call(&client, "notes__ask_model", json!({"prompt": "hi"}))
         .await
