@@ -21,6 +21,8 @@
 //! - [`child`]: the environment every child process gets (a base set plus its own `env`).
 //! - [`downstream`]: the rmcp `ServerHandler` clients talk to, bound to a profile, over stdio
 //!   or HTTP (`/mcp`, `/mcp/{profile}`, bearer tokens, `/metrics`).
+//! - [`import`]: `toolgate import`: a client's MCP config (Claude Desktop, Cursor, VS Code,
+//!   Windsurf) → `servers.toml`, secrets moved to `${VAR}`s; the snippet for the client.
 //! - [`error`]: stable error codes and their single mapping to JSON-RPC / `isError` results.
 //! - [`code_mode`]: programs that call tools, run in sandboxed `toolgate worker` processes (Boa + oxc,
 //!   rlimits, seccomp) that a warm [`code_mode::pool::WorkerPool`] starts, feeds and kills.
@@ -49,6 +51,7 @@ pub mod downstream;
 pub mod error;
 pub mod gateway;
 pub mod hooks;
+pub mod import;
 pub mod pipeline;
 pub mod registry;
 pub mod upstream;
