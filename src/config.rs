@@ -222,9 +222,12 @@ impl ServerName {
         Self("(toolgate)".to_owned())
     }
 
+    /// The longest legal name, in bytes.
+    pub const MAX_LEN: usize = 32;
+
     pub fn parse(name: &str) -> Result<Self, String> {
         let legal = !name.is_empty()
-            && name.len() <= 32
+            && name.len() <= Self::MAX_LEN
             && name
                 .bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
@@ -232,7 +235,8 @@ impl ServerName {
             Ok(Self(name.to_owned()))
         } else {
             Err(format!(
-                "server name {name:?} must be 1 to 32 characters of [a-z0-9-]"
+                "server name {name:?} must be 1 to {} characters of [a-z0-9-]",
+                Self::MAX_LEN
             ))
         }
     }

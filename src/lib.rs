@@ -25,6 +25,8 @@
 //! - [`downstream`]: the rmcp `ServerHandler` clients talk to, bound to a profile, over stdio
 //!   or HTTP (`/mcp`, `/mcp/{profile}`, bearer tokens, `/metrics`); prompts, resources,
 //!   completion and logging level are answered from the view and forwarded to their server.
+//! - [`import`]: `toolgate import`: a client's MCP config (Claude Desktop, Cursor, VS Code,
+//!   Windsurf) → `servers.toml`, secrets moved to `${VAR}`s; the snippet for the client.
 //! - [`error`]: stable error codes and their single mapping to JSON-RPC / `isError` results.
 //! - [`code_mode`]: programs that call tools, run in sandboxed `toolgate worker` processes (Boa + oxc,
 //!   rlimits, seccomp) that a warm [`code_mode::pool::WorkerPool`] starts, feeds and kills.
@@ -58,6 +60,7 @@ pub mod downstream;
 pub mod error;
 pub mod gateway;
 pub mod hooks;
+pub mod import;
 pub mod pipeline;
 pub mod registry;
 pub mod relay;

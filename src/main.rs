@@ -68,6 +68,9 @@ enum Command {
         #[arg(default_value = "{}")]
         arguments: String,
     },
+    /// Convert an MCP client's config (Claude Desktop, Cursor, VS Code, Windsurf) into a
+    /// servers.toml, or print the snippet that points a client at toolgate.
+    Import(toolgate::import::Options),
     /// Run code-mode programs in a sandbox (started by the gateway itself).
     #[command(hide = true)]
     Worker(toolgate::code_mode::worker::Options),
@@ -84,6 +87,10 @@ fn main() -> ExitCode {
     // Before logging and configuration: a worker must not read files or the environment.
     if let Command::Worker(options) = cli.command {
         return toolgate::code_mode::worker::main(options);
+    }
+    // Reads a client's config, not ours: the servers.toml may not exist yet.
+    if let Command::Import(options) = &cli.command {
+        return toolgate::import::run(options, &cli.config, cli.profile.as_deref());
     }
     let default_level = match cli.command {
         Command::Serve { .. } => "info",
@@ -210,7 +217,7 @@ async fn run(command: Command, config: config::Config, profile: ProfileName) -> 
         Command::Sdk => sdk(&gateway, &profile),
         Command::Call { tool, arguments } => call(&gateway, &profile, tool, &arguments).await,
         // Served by `main` before anything else starts.
-        Command::Worker(_) => ExitCode::FAILURE,
+        Command::Worker(_) | Command::Import(_) => ExitCode::FAILURE,
     };
     gateway.shutdown().await;
     code
