@@ -12,12 +12,12 @@ use boa_engine::{
     builtins::promise::ResolvingFunctions,
     error::{EngineError, PanicError},
     js_string,
-    object::{ObjectInitializer, builtins::JsPromise},
+    object::{FunctionObjectBuilder, ObjectInitializer, builtins::JsPromise},
     property::Attribute,
 };
 use serde_json::Value;
 
-use super::send;
+use super::{send, typescript::TICK};
 use crate::code_mode::wire::{
     DoneError, FailureKind, FromWorker, LogLevel, RunLimits, ToWorker, ToolFailure, max_args_bytes,
 };
@@ -44,6 +44,8 @@ pub(super) struct RunState {
     tool_calls: Cell<u32>,
     catalog_calls: Cell<u32>,
     output_bytes: Cell<usize>,
+    /// Loop iterations so far, counted by the tick every loop body starts with.
+    loop_iterations: Cell<u64>,
     /// Why the run was stopped from the inside (a limit); wins over whatever the engine reports after it.
     fatal: RefCell<Option<DoneError>>,
     /// The intrinsic `JSON.stringify` and `ToolCallError`, taken before the program could replace them.
@@ -230,6 +232,7 @@ pub(super) fn install(
         tool_calls: Cell::new(0),
         catalog_calls: Cell::new(0),
         output_bytes: Cell::new(0),
+        loop_iterations: Cell::new(0),
         fatal: RefCell::new(None),
         stringify,
         tool_call_error,
@@ -289,7 +292,28 @@ pub(super) fn install(
     context.register_global_property(js_string!("tools"), tools_object, attributes)?;
     context.register_global_property(js_string!("catalog"), catalog, attributes)?;
     context.register_global_property(js_string!("console"), console, attributes)?;
+    // Fixed, so that a program cannot replace it to escape the count (declaring it is refused
+    // when the program is compiled).
+    let tick = FunctionObjectBuilder::new(context.realm(), NativeFunction::from_fn_ptr(loop_tick))
+        .name(js_string!(TICK))
+        .build();
+    context.register_global_property(JsString::from(TICK), tick, Attribute::empty())?;
     Ok(state)
+}
+
+/// Counts one loop iteration; past the run's limit, stops the run (see `typescript`'s module doc).
+fn loop_tick(_this: &JsValue, _args: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+    let state = state(context)?;
+    let count = state.loop_iterations.get().saturating_add(1);
+    state.loop_iterations.set(count);
+    let max = state.limits.loop_iterations;
+    if count > max {
+        return Err(state.stop(
+            FailureKind::Limit,
+            format!("more than {max} loop iterations in this run"),
+        ));
+    }
+    Ok(JsValue::undefined())
 }
 
 /// `tools.<name>(args)`: sends a call frame and returns the promise its result settles.

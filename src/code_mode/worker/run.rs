@@ -68,7 +68,9 @@ pub(super) fn new_context(limits: RunLimits, hooks: Rc<Hooks>) -> Result<Context
             message: format!("cannot create a JavaScript context: {error}"),
         })?;
     let runtime_limits = context.runtime_limits_mut();
-    runtime_limits.set_loop_iteration_limit(limits.loop_iterations);
+    // The run's own count (the loop tick, see `typescript`) reaches its limit first; Boa's
+    // per-loop limit is the backstop for code the tick does not see (`eval`, `Function`).
+    runtime_limits.set_loop_iteration_limit(limits.loop_iterations.saturating_add(16));
     runtime_limits.set_recursion_limit(limits.recursion_depth);
     runtime_limits.set_backtrace_limit(BACKTRACE_LIMIT);
     Ok(context)
@@ -144,7 +146,7 @@ fn drive(
                 return Err(DoneError {
                     kind: FailureKind::Exception,
                     message: "the program's promise never settled: it awaits something that no tool call \
-                              or catalog lookup will resolve"
+                              or catalog lookup will resolve, or recursion past the limit ended it after an await"
                         .to_owned(),
                 });
             }

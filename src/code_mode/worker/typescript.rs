@@ -1,17 +1,26 @@
-//! TypeScript → JavaScript for a program body: parse with oxc, refuse modules, strip the types, then wrap.
+//! TypeScript → JavaScript for a program body: parse with oxc, refuse modules, strip the types, count loops, then wrap.
 //!
 //! Stripping happens before wrapping: a body wrapped first could close the wrapper itself
 //! (`}); evil(); (() => {`), and `import type` would survive. This runs inside the worker because oxc, like
 //! Boa, overflows the native stack on deeply nested input; here that is one worker's crash.
+//!
+//! Every loop body starts with a call of [`TICK`], which counts the run's loop iterations. Boa has a
+//! loop limit of its own, but when it fires in code that runs after an `await`, Boa drops the error
+//! (its await continuation ignores how the resumed code ended) and the program's promise just stays
+//! pending; the tick records the limit where the run loop sees it.
 
 use std::path::Path;
 
-use oxc_allocator::Allocator;
-use oxc_ast::ast::Statement;
+use oxc_allocator::{Allocator, Vec as ArenaVec};
+use oxc_ast::{
+    ast::{Expression, Statement},
+    builder::AstBuilder,
+};
+use oxc_ast_visit::{VisitMut, walk_mut};
 use oxc_codegen::Codegen;
 use oxc_parser::{ParseOptions, Parser};
 use oxc_semantic::SemanticBuilder;
-use oxc_span::{GetSpan, SourceType};
+use oxc_span::{GetSpan, SPAN, SourceType};
 use oxc_transformer::{TransformOptions, Transformer};
 
 /// A program the worker refuses before running it; reported as kind `syntax`.
@@ -56,6 +65,14 @@ pub fn to_script(body: &str) -> Result<String, SyntaxError> {
         return Err(syntax_error(body, offset, error.message.to_string()));
     }
     let scoping = semantic.semantic.into_scoping();
+    if scoping.symbol_names().any(|name| name == TICK) {
+        let offset = body.find(TICK).unwrap_or_default();
+        return Err(syntax_error(
+            body,
+            u32::try_from(offset).unwrap_or_default(),
+            format!("`{TICK}` is reserved by toolgate"),
+        ));
+    }
     let transformed = Transformer::new(
         &allocator,
         Path::new("program.ts"),
@@ -66,8 +83,42 @@ pub fn to_script(body: &str) -> Result<String, SyntaxError> {
         let offset = error.labels.first().map_or(0, |label| label.offset());
         return Err(syntax_error(body, offset, error.message.to_string()));
     }
+    LoopTicks {
+        ast: AstBuilder::new(&allocator),
+    }
+    .visit_program(&mut program);
     let code = Codegen::new().build(&program).code;
     Ok(format!("(async () => {{\n{code}\n}})()"))
+}
+
+/// The global each loop body calls first; a program may not declare it.
+pub const TICK: &str = "__toolgate_tick";
+
+/// Puts `TICK();` at the start of every loop body.
+struct LoopTicks<'a> {
+    ast: AstBuilder<'a>,
+}
+
+impl<'a> VisitMut<'a> for LoopTicks<'a> {
+    fn visit_statement(&mut self, it: &mut Statement<'a>) {
+        walk_mut::walk_statement(self, it);
+        let body = match it {
+            Statement::WhileStatement(s) => &mut s.body,
+            Statement::DoWhileStatement(s) => &mut s.body,
+            Statement::ForStatement(s) => &mut s.body,
+            Statement::ForInStatement(s) => &mut s.body,
+            Statement::ForOfStatement(s) => &mut s.body,
+            _ => return,
+        };
+        let ast = &self.ast;
+        let callee = Expression::new_identifier(SPAN, TICK, ast);
+        let call =
+            Expression::new_call_expression(SPAN, callee, None, ArenaVec::new_in(ast), false, ast);
+        let tick = Statement::new_expression_statement(SPAN, call, ast);
+        let old = std::mem::replace(body, Statement::new_empty_statement(SPAN, ast));
+        *body =
+            Statement::new_block_statement(SPAN, ArenaVec::from_array_in([tick, old], ast), ast);
+    }
 }
 
 fn is_module_syntax(statement: &Statement<'_>) -> bool {
@@ -113,6 +164,22 @@ mod tests {
         assert!(!script.contains("interface"), "{script}");
         assert!(!script.contains(" as A"), "{script}");
         assert!(script.contains("return a.x + n"), "{script}");
+    }
+
+    #[test]
+    fn every_loop_body_starts_with_the_tick() {
+        let script = to_script(
+            "for (;;) break; for (const x of []) {} for (const k in {}) {} while (false); do {} while (false);",
+        )
+        .unwrap();
+        assert_eq!(script.matches(&format!("{TICK}()")).count(), 5, "{script}");
+    }
+
+    #[test]
+    fn a_program_may_not_declare_the_tick() {
+        let error = to_script("let x = 1;\nfunction __toolgate_tick() {}").unwrap_err();
+        assert_eq!((error.line, error.column), (2, 10));
+        assert!(error.message.contains("reserved"), "{error}");
     }
 
     #[test]
