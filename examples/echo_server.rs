@@ -9,7 +9,8 @@
 //! `tools/list`; `ECHO_ODD_NAMES=1` adds `dotted.name/with spaces` and an 80-character name;
 //! `ECHO_STDERR_MSG=<text>` is printed to stderr at startup; `ECHO_EXIT_AT_START=<code>` makes
 //! the server exit with that code before serving; `ECHO_BAD_OUTPUT=1` makes `add` return
-//! structured content that violates its own `outputSchema`. stdout carries only MCP messages.
+//! structured content that violates its own `outputSchema`; `ECHO_START_DELAY_MS=N` waits N ms
+//! before it reads or answers anything. stdout carries only MCP messages.
 
 use std::{
     borrow::Cow,
@@ -541,6 +542,11 @@ async fn main() -> anyhow::Result<()> {
     if let Ok(code) = std::env::var("ECHO_EXIT_AT_START") {
         eprintln!("{SERVER_NAME} exiting on purpose");
         std::process::exit(code.trim().parse().unwrap_or(1));
+    }
+    if let Ok(ms) = std::env::var("ECHO_START_DELAY_MS") {
+        // A slow starter (think `npx` fetching a package): nothing is read or answered before.
+        let ms: u64 = ms.trim().parse().unwrap_or(0);
+        tokio::time::sleep(Duration::from_millis(ms.min(MAX_SLEEP_MS))).await;
     }
     let server = match EchoServer::from_env() {
         Ok(server) => server,

@@ -7,6 +7,7 @@
 
 mod code;
 mod http;
+mod supervise;
 mod validate;
 
 use std::{
@@ -23,6 +24,7 @@ use serde::Deserialize;
 
 pub use code::{CodeSettings, Mode, RawCode, SdkForm};
 pub use http::{AllowedHost, AllowedOrigin, HttpSettings, RawHttp, split_host_port};
+pub use supervise::{RawSupervise, SuperviseSettings};
 pub use validate::validate;
 
 /// Prefix of the environment variables that override the file (`TOOLGATE_GATEWAY__PREFIX=never`).
@@ -103,6 +105,9 @@ pub struct RawGateway {
     /// `[gateway.http]`: the HTTP listener's doors and limits.
     #[serde(default)]
     pub http: RawHttp,
+    /// `[gateway.supervise]`: starts, health pings and restarts of upstream servers.
+    #[serde(default)]
+    pub supervise: RawSupervise,
 }
 
 /// How one call of a tool may be retried.
@@ -408,6 +413,8 @@ pub struct Config {
     pub audit_arguments: bool,
     pub hooks: Vec<HookConfig>,
     pub http: HttpSettings,
+    /// Starts, health pings and restarts of upstream servers.
+    pub supervise: SuperviseSettings,
     /// Code mode: the gateway's default mode, the SDK form, run limits.
     pub code: CodeSettings,
 }

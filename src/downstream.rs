@@ -71,13 +71,31 @@ impl GatewayService {
         // Profiles are fixed at start and checked at selection, so this is always `Some`.
         self.gateway.view(&self.profile).unwrap_or_default()
     }
+
+    /// Waits (at most the start grace) until the servers' first starts are in and the
+    /// configuration was checked against them, so that no list is answered half-empty and
+    /// no call passes a policy that turns out to be a typo.
+    async fn settled(&self) -> Result<(), McpError> {
+        self.gateway.ready().await.map_err(|error| {
+            McpError::internal_error(
+                format!("toolgate cannot serve this configuration: {error}"),
+                None,
+            )
+        })
+    }
 }
 
 impl ServerHandler for GatewayService {
     /// Tools always; prompts, resources (with subscribe), completions and logging when a
     /// server this profile sees offers them.
     fn get_info(&self) -> ServerConfig {
-        let features = self.view().offers().features();
+        let mut features = self.view().offers().features();
+        if self.gateway.first_starts_pending() {
+            // `initialize` is answered before slow servers are in, and what they offer is
+            // unknown yet: declare it all, so that their prompts and resources can be
+            // announced with `list_changed` when they arrive.
+            features = crate::registry::passthrough::Features::all();
+        }
         let mut capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_tool_list_changed()
@@ -108,6 +126,7 @@ impl ServerHandler for GatewayService {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        self.settled().await?;
         let view = self.view();
         Ok(ListToolsResult::with_all_items(
             view.tools().as_ref().clone(),
@@ -123,6 +142,7 @@ impl ServerHandler for GatewayService {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        self.settled().await?;
         self.gateway
             .relay
             .register(self.session, &self.profile, &context.peer);
@@ -157,6 +177,7 @@ impl ServerHandler for GatewayService {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
+        self.settled().await?;
         self.prompts()
     }
 
@@ -165,6 +186,7 @@ impl ServerHandler for GatewayService {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
+        self.settled().await?;
         self.prompt(request, context)
             .await
             .map(GetPromptResponse::Complete)
@@ -175,6 +197,7 @@ impl ServerHandler for GatewayService {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
+        self.settled().await?;
         self.resources()
     }
 
@@ -183,6 +206,7 @@ impl ServerHandler for GatewayService {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
+        self.settled().await?;
         self.templates()
     }
 
@@ -191,6 +215,7 @@ impl ServerHandler for GatewayService {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
+        self.settled().await?;
         self.read(request, context)
             .await
             .map(ReadResourceResponse::Complete)
@@ -217,6 +242,7 @@ impl ServerHandler for GatewayService {
         request: CompleteRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
+        self.settled().await?;
         self.completion(request, context).await
     }
 

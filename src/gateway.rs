@@ -4,8 +4,13 @@
 //! publishes the new [`View`] on a `watch` channel. Readers (downstream sessions, the
 //! pipeline) take the current `Arc<View>` without locking the registry; sessions watch the
 //! channel to announce list changes.
+//!
+//! Upstreams start in the background. Once every server's first start is over, or the start
+//! grace has passed, the owner checks the configuration against the imported names and
+//! publishes the [`Readiness`]; requests that need the tools wait for it (at most the grace),
+//! so a slow server delays no `initialize` and a typo'd policy never serves a call.
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use tokio::sync::{mpsc, watch};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
@@ -44,6 +49,9 @@ pub enum StartError {
         file: String,
         entries: Vec<UnmatchedEntry>,
     },
+    /// One of the above, as told to every request that waited for the start.
+    #[error("{0}")]
+    Shared(String),
 }
 
 fn describe_unmatched(entries: &[UnmatchedEntry]) -> String {
@@ -74,6 +82,21 @@ pub struct StartOptions {
     pub audit_log: Option<std::path::PathBuf>,
     /// Gates, wrappers and post hooks written in Rust; they run before the configured ones.
     pub stages: Stages,
+    /// `true` (serving): return at once and let requests wait for [`Gateway::ready`] at most
+    /// the configured start grace. `false` (one-shot commands): wait for every server's first
+    /// start and return the start check's error, if any.
+    pub in_background: bool,
+}
+
+/// Where the gateway is in its start.
+#[derive(Debug, Clone)]
+pub enum Readiness {
+    /// Servers are still on their first start, within the grace.
+    Starting,
+    /// The start check passed; servers still starting will be announced when they arrive.
+    Ready,
+    /// The start check failed: the configuration cannot be served.
+    Failed(Arc<StartError>),
 }
 
 pub struct Gateway {
@@ -83,6 +106,7 @@ pub struct Gateway {
     /// Where upstream log messages, resource updates and server requests find their sessions.
     pub relay: Arc<Relay>,
     views: watch::Receiver<Arc<Views>>,
+    readiness: watch::Receiver<Readiness>,
     shutdown: CancellationToken,
     tasks: TaskTracker,
 }
@@ -108,49 +132,90 @@ impl Gateway {
                 None => None,
             };
         let shutdown = CancellationToken::new();
-        let (events_tx, mut events) = mpsc::unbounded_channel();
+        let (events_tx, events) = mpsc::unbounded_channel();
         let (views_tx, views) = watch::channel(Arc::new(Views::default()));
         let relay = Arc::new(Relay::new(views.clone()));
-        let upstreams = Arc::new(
-            Upstreams::start(
-                &config.servers,
-                events_tx,
-                relay.clone(),
-                shutdown.child_token(),
-            )
-            .await,
-        );
-
-        let limits = Limits::from_config(&config);
-        let mut registry =
-            Registry::new(config.prefix, &config.profiles).with_code(config.code.clone());
-        while let Ok(event) = events.try_recv() {
-            apply(&mut registry, &limits, event);
-        }
-        if let Err(error) = check_at_start(&registry, &config, &upstreams) {
-            shutdown.cancel();
-            upstreams.shutdown().await;
-            return Err(error);
-        }
-        views_tx.send_replace(registry.views());
-        let tasks = TaskTracker::new();
-        tasks.spawn(own_registry(
-            registry,
-            limits,
-            events,
-            views_tx,
-            shutdown.clone(),
+        let upstreams = Arc::new(Upstreams::start(
+            &config.servers,
+            &config.supervise,
+            events_tx,
+            relay.clone(),
+            shutdown.child_token(),
         ));
+
+        let registry =
+            Registry::new(config.prefix, &config.profiles).with_code(config.code.clone());
+        views_tx.send_replace(registry.views());
+        let (readiness_tx, readiness) = watch::channel(Readiness::Starting);
+        // One-shot commands wait for every first start, which the start timeout bounds.
+        let grace = if options.in_background {
+            config.supervise.start_grace
+        } else {
+            Duration::MAX
+        };
+        let tasks = TaskTracker::new();
+        tasks.spawn(
+            Owner {
+                registry,
+                limits: Limits::from_config(&config),
+                config: config.clone(),
+                upstreams: upstreams.clone(),
+                views: views_tx,
+                readiness: readiness_tx,
+                pending: config.servers.len(),
+                checked: false,
+            }
+            .run(events, grace, shutdown.clone()),
+        );
         let stages = stages(&config, options.stages, audit);
-        Ok(Arc::new(Self {
+        let gateway = Arc::new(Self {
             pipeline: Pipeline::new(upstreams.clone(), stages, code_runner(&config, &shutdown)),
             config,
             upstreams,
             relay,
             views,
+            readiness,
             shutdown,
             tasks,
-        }))
+        });
+        if !options.in_background
+            && let Err(error) = gateway.ready().await
+        {
+            gateway.shutdown().await;
+            return Err(Arc::try_unwrap(error)
+                .unwrap_or_else(|shared| StartError::Shared(shared.to_string())));
+        }
+        Ok(gateway)
+    }
+
+    /// Waits until the start check is done (at most the start grace while serving): `Err`
+    /// if the configuration cannot be served.
+    pub async fn ready(&self) -> Result<(), Arc<StartError>> {
+        if self.is_ready() {
+            return Ok(());
+        }
+        let mut readiness = self.readiness.clone();
+        let settled = readiness
+            .wait_for(|r| !matches!(r, Readiness::Starting))
+            .await
+            .map(|r| r.clone());
+        match settled {
+            Ok(Readiness::Failed(error)) => Err(error),
+            // Ready, or the owner is gone because the gateway is stopping.
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether the start check is done and passed (what `/readyz` reports).
+    pub fn is_ready(&self) -> bool {
+        matches!(*self.readiness.borrow(), Readiness::Ready)
+    }
+
+    /// Whether some server has not finished its first start: what it offers is unknown yet.
+    pub fn first_starts_pending(&self) -> bool {
+        self.upstreams.iter().any(|u| {
+            u.restarts() == 0 && matches!(u.state(), crate::upstream::ServerState::Starting)
+        })
     }
 
     /// `profile`'s current view: what `tools/list` shows and what `tools/call` dispatches
@@ -219,37 +284,93 @@ fn apply(registry: &mut Registry, limits: &Limits, event: UpstreamEvent) {
             registry.replace(&server, tools)
         }
         UpstreamEvent::Offer { server, offer } => registry.replace_offer(&server, offer),
-        // Its tools stay listed so that a call names the server that is down rather than
-        // calling the tool unknown.
-        UpstreamEvent::Down { .. } => {}
+        // Withdrawn until it is back; a call to one of its tools still names it.
+        UpstreamEvent::Down { server, .. } => registry.mark_down(&server),
+        UpstreamEvent::Started { .. } => {}
     }
 }
 
-/// The registry's single writer: applies upstream events and publishes each new view.
-async fn own_registry(
-    mut registry: Registry,
+/// The registry's single writer: applies upstream events, publishes each new view, and
+/// decides when the gateway is ready.
+struct Owner {
+    registry: Registry,
     limits: Limits,
-    mut events: mpsc::UnboundedReceiver<UpstreamEvent>,
+    config: Config,
+    upstreams: Arc<Upstreams>,
     views: watch::Sender<Arc<Views>>,
-    shutdown: CancellationToken,
-) {
-    loop {
-        let event = tokio::select! {
-            // The gateway is stopping.
-            () = shutdown.cancelled() => break,
-            // Every upstream sender is gone: nothing more can change.
-            event = events.recv() => match event {
-                Some(event) => event,
-                None => break,
-            },
-        };
-        apply(&mut registry, &limits, event);
-        for clash in registry.clashes() {
-            tracing::error!("{clash}");
+    readiness: watch::Sender<Readiness>,
+    /// Servers whose first start is not over yet.
+    pending: usize,
+    /// Whether the start check has run.
+    checked: bool,
+}
+
+impl Owner {
+    async fn run(
+        mut self,
+        mut events: mpsc::UnboundedReceiver<UpstreamEvent>,
+        grace: Duration,
+        shutdown: CancellationToken,
+    ) {
+        let deadline = tokio::time::Instant::now().checked_add(grace);
+        if self.pending == 0 {
+            self.check();
         }
-        // Every session compares its own profile's fingerprint, so only those whose view
-        // really changed announce it.
-        views.send_replace(registry.views());
+        loop {
+            let grace_over = async {
+                match deadline {
+                    Some(deadline) if !self.checked => tokio::time::sleep_until(deadline).await,
+                    _ => std::future::pending().await,
+                }
+            };
+            let event = tokio::select! {
+                // The gateway is stopping.
+                () = shutdown.cancelled() => break,
+                // Servers are still starting, but the grace is over: serve what is there.
+                () = grace_over => {
+                    self.check();
+                    continue;
+                }
+                // Every upstream sender is gone: nothing more can change.
+                event = events.recv() => match event {
+                    Some(event) => event,
+                    None => break,
+                },
+            };
+            let started = matches!(event, UpstreamEvent::Started { .. });
+            apply(&mut self.registry, &self.limits, event);
+            for clash in self.registry.clashes() {
+                tracing::error!("{clash}");
+            }
+            // Every session compares its own profile's fingerprint, so only those whose view
+            // really changed announce it.
+            self.views.send_replace(self.registry.views());
+            if started {
+                self.pending = self.pending.saturating_sub(1);
+                if !self.checked && self.pending == 0 {
+                    self.check();
+                } else if self.checked {
+                    // A server that came after the grace: its names could only be checked now.
+                    if let Err(error) =
+                        check_at_start(&self.registry, &self.config, &self.upstreams)
+                    {
+                        tracing::error!(
+                            "a server that started late shows a configuration mistake: {error}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// The start check, once: its outcome is the gateway's readiness.
+    fn check(&mut self) {
+        self.checked = true;
+        let readiness = match check_at_start(&self.registry, &self.config, &self.upstreams) {
+            Ok(()) => Readiness::Ready,
+            Err(error) => Readiness::Failed(Arc::new(error)),
+        };
+        self.readiness.send_replace(readiness);
     }
 }
 

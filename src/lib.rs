@@ -3,8 +3,9 @@
 //! # Map
 //! - [`config`]: `servers.toml` + `TOOLGATE_*` → validated [`config::Config`].
 //! - [`upstream`]: one rmcp client per server (stdio child in its own process group, or
-//!   streamable HTTP); imports tools, follows `list_changed`, forwards calls, cancels and
-//!   progress. Reports [`upstream::UpstreamEvent`]s; never touches the registry.
+//!   streamable HTTP) under a supervisor task that imports tools, follows `list_changed`,
+//!   pings, and restarts with backoff; forwards calls, cancels and progress. Reports
+//!   [`upstream::UpstreamEvent`]s (a dead server's are withdrawn); never touches the registry.
 //! - [`registry`]: pure (no I/O, no async). Each layer's tools (global servers, each
 //!   profile's own servers), named by the prefix policy ([`registry::names`]), merged and
 //!   masked by profile restrictions ([`registry::restrict`]) into one immutable
@@ -13,7 +14,8 @@
 //!   templates are named, layered and masked the same way ([`registry::passthrough`]).
 //! - [`relay`]: which client session gets what an upstream sends unasked: log messages,
 //!   resource updates, and its sampling / elicitation / roots requests.
-//! - [`gateway`]: owns the registry, applies upstream events, publishes views on a `watch`.
+//! - [`gateway`]: owns the registry, applies upstream events, publishes views on a `watch`,
+//!   and decides readiness (first starts in, or the start grace over, and the config checked).
 //! - [`pipeline`]: the one entry point for a call: resolve in the caller's view → validate
 //!   arguments → pre gates → around wrappers (retry, timeout) → upstream → post hooks; audit
 //!   and metrics. Its traits are the extension seam.

@@ -109,13 +109,18 @@ fn main() -> ExitCode {
         LogFormat::Json => logs.json().init(),
     }
 
-    let config = match config::load(&cli.config) {
+    let mut config = match config::load(&cli.config) {
         Ok(config) => config,
         Err(error) => {
             eprintln!("toolgate: {error}");
             return ExitCode::from(EXIT_CONFIG);
         }
     };
+    // A one-shot command reports a server that failed to start; restarting it is the job of
+    // a gateway that keeps running.
+    if !matches!(cli.command, Command::Serve { .. }) {
+        config.supervise.restart = false;
+    }
     let serving_http = matches!(cli.command, Command::Serve { http: Some(_), .. });
     let profile = match select_profile(&config, cli.profile.as_deref(), serving_http) {
         Ok(profile) => profile,
@@ -190,6 +195,8 @@ async fn run(command: Command, config: config::Config, profile: ProfileName) -> 
             Command::Serve { audit_log, .. } => audit_log.clone(),
             _ => None,
         },
+        // Serving answers `initialize` at once; one-shot commands need every server.
+        in_background: matches!(command, Command::Serve { .. }),
         ..StartOptions::default()
     };
     let started = tokio::select! {
@@ -210,7 +217,21 @@ async fn run(command: Command, config: config::Config, profile: ProfileName) -> 
     };
     let code = match command {
         Command::Serve { http, metrics, .. } => {
-            serve(gateway.clone(), http, metrics, profile, stop).await
+            let unservable = async {
+                match gateway.ready().await {
+                    Err(error) => error,
+                    Ok(()) => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                code = serve(gateway.clone(), http, metrics, profile, stop.clone()) => code,
+                // The start check failed once the servers were in: refuse, as before serving.
+                error = unservable => {
+                    eprintln!("toolgate: {error}");
+                    stop.cancel();
+                    ExitCode::from(EXIT_CONFIG)
+                }
+            }
         }
         Command::Check => check(&gateway),
         Command::Tools => tools(&gateway, &profile),
@@ -288,7 +309,15 @@ fn check(gateway: &Gateway) -> ExitCode {
     for upstream in gateway.upstreams.iter() {
         let state = upstream.state();
         healthy &= matches!(state, ServerState::Ready { .. });
-        println!("{}\t{state}", upstream.name());
+        let mut line = format!("{}\t{state}", upstream.name());
+        let restarts = upstream.restarts();
+        if restarts > 0 {
+            line.push_str(&format!("; {restarts} restarts"));
+            if let Some(error) = upstream.last_error() {
+                line.push_str(&format!("; last error: {error}"));
+            }
+        }
+        println!("{line}");
     }
     for profile in &gateway.config.profiles {
         let count = gateway.view(&profile.name).map_or(0, |v| v.len());

@@ -324,6 +324,14 @@ impl Pipeline {
             .filter(|e| !(from_program && e.target == Target::RunCode))
             .cloned();
         let Some(entry) = entry else {
+            if let Some(server) = view.withdrawn(&call.name) {
+                // A tool of a server that is down: say so, not that the tool is unknown.
+                let error = self.upstreams.unavailable(server);
+                self.metrics
+                    .record(&call.name, Some(error.code()), started.elapsed());
+                tracing::debug!(target: "toolgate::audit", call_id, profile = %call.profile, tool = %call.name, server = %server, outcome = error.code(), "call");
+                return Err(CallError::Upstream(error));
+            }
             // One fixed label: client-chosen names must not grow the metric series without bound.
             self.metrics
                 .record(UNKNOWN_TOOL_LABEL, Some("UNKNOWN_TOOL"), started.elapsed());

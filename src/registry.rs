@@ -136,6 +136,9 @@ pub struct View {
     mode: Mode,
     /// The code-mode search index over the upstream tools, built on first use.
     catalog: std::sync::OnceLock<Arc<sdk::Catalog>>,
+    /// Names this profile would see but whose server is down: withdrawn from the list, and
+    /// a call to one names the server rather than calling the tool unknown.
+    withdrawn: HashMap<Arc<str>, ServerId>,
     /// Prompts, resources and templates.
     offers: Offers,
     /// The profile's restrictions, nearest first: applied to URIs that are read but not listed.
@@ -163,6 +166,11 @@ impl View {
 
     pub fn get(&self, exposed: &str) -> Option<&Arc<ToolEntry>> {
         self.by_name.get(exposed)
+    }
+
+    /// The server of a tool withdrawn from this view because that server is down.
+    pub fn withdrawn(&self, exposed: &str) -> Option<&ServerId> {
+        self.withdrawn.get(exposed)
     }
 
     pub fn entries(&self) -> &[Arc<ToolEntry>] {
@@ -250,6 +258,9 @@ pub struct Registry {
     servers: BTreeMap<ServerId, Vec<Imported>>,
     /// What each server offers besides tools.
     offers: BTreeMap<ServerId, Offer>,
+    /// Servers that are down: still named (so names do not shift under `on-conflict`), but
+    /// their tools and offers are withdrawn from every view until they are imported again.
+    down: std::collections::BTreeSet<ServerId>,
     profiles: Vec<ProfileSpec>,
     generation: u64,
     /// Per profile, every name it could see before restrictions, sorted: what its
@@ -303,6 +314,7 @@ impl Registry {
             policy,
             servers: BTreeMap::new(),
             offers: BTreeMap::new(),
+            down: std::collections::BTreeSet::new(),
             profiles: specs,
             generation: 0,
             known: HashMap::new(),
@@ -323,9 +335,17 @@ impl Registry {
 
     /// Sets what `server` exports (its whole list: imports are never partial) and rebuilds.
     pub fn replace<T: Into<Imported>>(&mut self, server: &ServerId, tools: Vec<T>) {
+        self.down.remove(server);
         self.servers
             .insert(server.clone(), tools.into_iter().map(Into::into).collect());
         self.rebuild();
+    }
+
+    /// Withdraws `server`'s tools and offers until its next [`Registry::replace`], and rebuilds.
+    pub fn mark_down(&mut self, server: &ServerId) {
+        if self.down.insert(server.clone()) {
+            self.rebuild();
+        }
     }
 
     /// Sets what `server` offers besides tools (whole lists) and rebuilds.
@@ -440,7 +460,19 @@ impl Registry {
         }
         self.generation += 1;
         self.clashes = clashes;
-        let offer_layers = passthrough::name_layers(self.policy, &self.offers);
+        let live_offers: BTreeMap<ServerId, Offer>;
+        let offers = if self.down.is_empty() {
+            &self.offers
+        } else {
+            live_offers = self
+                .offers
+                .iter()
+                .filter(|(id, _)| !self.down.contains(*id))
+                .map(|(id, offer)| (id.clone(), offer.clone()))
+                .collect();
+            &live_offers
+        };
+        let offer_layers = passthrough::name_layers(self.policy, offers);
 
         let mut known = HashMap::with_capacity(self.profiles.len());
         let mut by_profile = HashMap::with_capacity(self.profiles.len());
@@ -480,13 +512,20 @@ impl Registry {
             visible.entries.extend(admitted);
             visible.reindex();
             visible.overlay(own);
-            let mut entries = visible.entries;
+            let (mut entries, withdrawn): (Vec<_>, Vec<_>) = visible
+                .entries
+                .into_iter()
+                .partition(|entry| !self.down.contains(&entry.server));
             if mode.has_run_code() {
                 entries.push(run_code_entry(&entries, &self.code));
             }
             let mut view = View::new(self.generation, entries, mode);
             view.offers = offers.0;
             view.mask = spec.chain.clone();
+            view.withdrawn = withdrawn
+                .into_iter()
+                .map(|entry| (entry.exposed.clone(), entry.server.clone()))
+                .collect();
             by_profile.insert(spec.name.clone(), Arc::new(view));
         }
         self.known = known;
@@ -611,6 +650,7 @@ impl View {
             listed: std::sync::OnceLock::new(),
             mode,
             catalog: std::sync::OnceLock::new(),
+            withdrawn: HashMap::new(),
             offers: Offers::default(),
             mask: Vec::new(),
         }

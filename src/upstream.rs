@@ -1,21 +1,25 @@
 //! Upstream MCP servers: one rmcp client per server, started concurrently, supervised, called by name.
 //!
-//! [`Upstreams::start`] connects every configured server at once (stdio children in their
-//! own process group, or streamable HTTP) and imports its tools. A server that fails does not
-//! stop the others. After start each live server has a supervisor task that re-imports on
-//! `notifications/tools/list_changed` and notices when the server goes away; both become
-//! [`UpstreamEvent`]s for the registry's owner, so this module never touches the registry.
+//! [`Upstreams::start`] gives every configured server its own supervisor task
+//! ([`supervisor`]) and returns at once: each one connects (a stdio child in its own process
+//! group, or streamable HTTP), imports the tools, re-imports on `list_changed`, pings the
+//! server, and restarts it with backoff when it dies or hangs. A server that fails does not
+//! stop the others. Everything a supervisor learns becomes an [`UpstreamEvent`] for the
+//! registry's owner, so this module never touches the registry.
 
 mod client;
 mod connect;
 mod passthrough;
 mod progress;
+mod supervisor;
 
 use std::{
     collections::HashMap,
     fmt,
-    sync::{Arc, RwLock},
-    time::Duration,
+    sync::{
+        Arc, RwLock,
+        atomic::{AtomicU32, Ordering},
+    },
 };
 
 use rmcp::{
@@ -26,20 +30,17 @@ use rmcp::{
     },
     service::{Peer, PeerRequestOptions, RunningService},
 };
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::mpsc;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::{
-    config::{ServerConfig, ServerId},
+    config::{ServerConfig, ServerId, SuperviseSettings},
     registry::passthrough::Offer,
     relay::Relay,
 };
-use client::{Changes, UpstreamClient};
+use client::UpstreamClient;
 pub use passthrough::Limit;
 pub use progress::ProgressRoutes;
-
-/// How long one server may take to start and list its tools before it counts as failed.
-pub const START_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// What the registry's owner learns from the upstreams.
 #[derive(Debug)]
@@ -48,8 +49,12 @@ pub enum UpstreamEvent {
     Tools { server: ServerId, tools: Vec<Tool> },
     /// `server` now offers exactly these prompts, resources and templates.
     Offer { server: ServerId, offer: Offer },
-    /// `server` went away; its tools stay listed and calls to them fail as unavailable.
+    /// `server` went away (died, hung, or failed to start): its tools and offer are
+    /// withdrawn until it is imported again.
     Down { server: ServerId, reason: String },
+    /// `server`'s first start is over, one way or the other (sent once, after its first
+    /// `Tools`/`Offer` or `Down`).
+    Started { server: ServerId },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -97,6 +102,20 @@ impl fmt::Display for ServerState {
     }
 }
 
+/// One server's health, as `GET /readyz` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Health {
+    pub server: String,
+    /// `starting`, `ready` or `down`.
+    pub state: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tools: Option<usize>,
+    /// Restarts since the gateway started.
+    pub restarts: u32,
+    /// Why it last went down, if it ever did.
+    pub last_error: Option<String>,
+}
+
 /// Where progress for one upstream call should go: the calling client and its own token.
 #[derive(Clone)]
 pub struct ProgressSink {
@@ -121,6 +140,8 @@ pub struct Upstream {
     peer: RwLock<Option<Peer<RoleClient>>>,
     progress: Arc<ProgressRoutes>,
     relay: Arc<Relay>,
+    restarts: AtomicU32,
+    last_error: RwLock<Option<String>>,
 }
 
 impl Upstream {
@@ -131,6 +152,47 @@ impl Upstream {
             peer: RwLock::new(None),
             progress: Arc::new(ProgressRoutes::default()),
             relay,
+            restarts: AtomicU32::new(0),
+            last_error: RwLock::new(None),
+        }
+    }
+
+    /// How many times the supervisor has restarted this server.
+    pub fn restarts(&self) -> u32 {
+        self.restarts.load(Ordering::Relaxed)
+    }
+
+    fn count_restart(&self) {
+        self.restarts.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Why the server last went down, if it ever did.
+    pub fn last_error(&self) -> Option<String> {
+        match self.last_error.read() {
+            Ok(e) => e.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    fn set_last_error(&self, reason: String) {
+        match self.last_error.write() {
+            Ok(mut e) => *e = Some(reason),
+            Err(poisoned) => *poisoned.into_inner() = Some(reason),
+        }
+    }
+
+    pub fn health(&self) -> Health {
+        let (state, tools) = match self.state() {
+            ServerState::Starting => ("starting", None),
+            ServerState::Ready { tools } => ("ready", Some(tools)),
+            ServerState::Failed(_) => ("down", None),
+        };
+        Health {
+            server: self.name.to_string(),
+            state,
+            tools,
+            restarts: self.restarts(),
+            last_error: self.last_error(),
         }
     }
 
@@ -291,10 +353,11 @@ pub struct Upstreams {
 }
 
 impl Upstreams {
-    /// Connects every server concurrently and waits until each is ready or failed. Initial
-    /// tool lists arrive on `events` before this returns.
-    pub async fn start(
+    /// Starts one supervisor per server and returns at once; each reports
+    /// [`UpstreamEvent::Started`] when its server's first start is over.
+    pub fn start(
         servers: &[ServerConfig],
+        settings: &SuperviseSettings,
         events: mpsc::UnboundedSender<UpstreamEvent>,
         relay: Arc<Relay>,
         shutdown: CancellationToken,
@@ -302,25 +365,39 @@ impl Upstreams {
         let tasks = TaskTracker::new();
         let mut by_name = HashMap::new();
         let mut order = Vec::new();
-        let mut starting = Vec::new();
         for server in servers {
             let upstream = Arc::new(Upstream::new(server.id.clone(), relay.clone()));
             by_name.insert(server.id.clone(), upstream.clone());
             order.push(server.id.clone());
-            starting.push(start_one(
-                upstream,
-                server.clone(),
-                events.clone(),
-                shutdown.clone(),
-                tasks.clone(),
-            ));
+            tasks.spawn(
+                supervisor::Supervisor {
+                    upstream,
+                    config: server.clone(),
+                    settings: settings.clone(),
+                    events: events.clone(),
+                    shutdown: shutdown.clone(),
+                }
+                .run(),
+            );
         }
-        futures::future::join_all(starting).await;
         Self {
             by_name,
             order,
             tasks,
             shutdown,
+        }
+    }
+
+    /// The error for a call to `server` while it is down, with why it went down.
+    pub fn unavailable(&self, server: &ServerId) -> UpstreamError {
+        let reason = match self.get(server).map(|u| u.state()) {
+            Some(ServerState::Failed(reason)) => reason,
+            Some(other) => other.to_string(),
+            None => "not configured".to_owned(),
+        };
+        UpstreamError::Unavailable {
+            server: server.clone(),
+            reason,
         }
     }
 
@@ -333,130 +410,20 @@ impl Upstreams {
         self.order.iter().filter_map(|name| self.by_name.get(name))
     }
 
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
     /// Stops every supervisor and kills every child process group, then waits for them.
     pub async fn shutdown(&self) {
         self.shutdown.cancel();
         self.tasks.close();
         self.tasks.wait().await;
     }
-}
-
-/// Connects one server and, on success, leaves a supervisor running for it.
-async fn start_one(
-    upstream: Arc<Upstream>,
-    config: ServerConfig,
-    events: mpsc::UnboundedSender<UpstreamEvent>,
-    shutdown: CancellationToken,
-    tasks: TaskTracker,
-) {
-    let name = config.id.clone();
-    let list_changed = Arc::new(Notify::new());
-    let offer_changed = Arc::new(Notify::new());
-    let handler = UpstreamClient::new(
-        name.clone(),
-        upstream.progress.clone(),
-        upstream.relay.clone(),
-        client::Changes {
-            tools: list_changed.clone(),
-            offer: offer_changed.clone(),
-        },
-    );
-    let connecting = connect::connect(&config, handler);
-    let connected = tokio::select! {
-        // Startup finished, one way or the other.
-        result = tokio::time::timeout(START_TIMEOUT, connecting) => match result {
-            Ok(result) => result,
-            Err(_) => Err(format!("did not finish starting within {}s", START_TIMEOUT.as_secs())),
-        },
-        // The gateway is stopping before this server came up.
-        () = shutdown.cancelled() => Err("gateway shutting down".to_owned()),
-    };
-    let mut connection = match connected {
-        Ok(connection) => connection,
-        Err(reason) => {
-            tracing::error!(server = %name, "server failed to start: {reason}");
-            upstream.set_state(ServerState::Failed(reason));
-            return;
-        }
-    };
-    match import_tools(connection.peer()).await {
-        Ok(tools) => {
-            upstream.set_state(ServerState::Ready { tools: tools.len() });
-            upstream.set_peer(Some(connection.peer().clone()));
-            tracing::info!(server = %name, tools = tools.len(), "server ready");
-            let _ = events.send(UpstreamEvent::Tools {
-                server: name.clone(),
-                tools,
-            });
-            let offer = passthrough::import_offer(&name, connection.peer()).await;
-            let _ = events.send(UpstreamEvent::Offer {
-                server: name.clone(),
-                offer,
-            });
-        }
-        Err(reason) => {
-            let reason = connection
-                .describe_failure(&format!("tools/list failed: {reason}"))
-                .await;
-            tracing::error!(server = %name, "server failed to start: {reason}");
-            upstream.set_state(ServerState::Failed(reason));
-            connection.stop().await;
-            return;
-        }
-    }
-    tasks.spawn(supervise(
-        upstream,
-        connection,
-        Changes {
-            tools: list_changed,
-            offer: offer_changed,
-        },
-        events,
-        shutdown,
-    ));
-}
-
-/// Follows one live server until it dies or the gateway stops.
-#[tracing::instrument(level = "debug", skip_all, fields(server = %upstream.name))]
-async fn supervise(
-    upstream: Arc<Upstream>,
-    mut connection: connect::Connection,
-    changed: Changes,
-    events: mpsc::UnboundedSender<UpstreamEvent>,
-    shutdown: CancellationToken,
-) {
-    let name = upstream.name.clone();
-    let peer = connection.peer().clone();
-    loop {
-        tokio::select! {
-            // The gateway is stopping: close the client and kill the child's group.
-            () = shutdown.cancelled() => break,
-            // The connection ended on its own: the child exited or the HTTP session broke.
-            () = connection.closed() => {
-                let reason = connection.describe_failure("server exited").await;
-                tracing::error!(server = %name, "server went down: {reason}");
-                upstream.set_peer(None);
-                upstream.set_state(ServerState::Failed(reason.clone()));
-                let _ = events.send(UpstreamEvent::Down { server: name.clone(), reason });
-                break;
-            }
-            // The server said its tools changed: import them again, whole.
-            () = changed.tools.notified() => match import_tools(&peer).await {
-                Ok(tools) => {
-                    tracing::info!(server = %name, tools = tools.len(), "tool list changed");
-                    upstream.set_state(ServerState::Ready { tools: tools.len() });
-                    let _ = events.send(UpstreamEvent::Tools { server: name.clone(), tools });
-                }
-                Err(error) => tracing::warn!(server = %name, %error, "re-import after list_changed failed; keeping the previous list"),
-            },
-            // The server said its prompts or resources changed: import them again, whole.
-            () = changed.offer.notified() => {
-                let offer = passthrough::import_offer(&name, &peer).await;
-                let _ = events.send(UpstreamEvent::Offer { server: name.clone(), offer });
-            }
-        }
-    }
-    connection.stop().await;
 }
 
 async fn import_tools(peer: &Peer<RoleClient>) -> Result<Vec<Tool>, rmcp::service::ServiceError> {

@@ -137,8 +137,9 @@ async fn call_to_a_server_that_died_is_an_unavailable_error_naming_it() {
             pid_file.display(),
             example("echo_server").display()
         );
+        // Without restarts, so the server stays down (tests/supervision.rs covers restarts).
         let toml = format!(
-            "[servers.echo]\ncommand = \"sh\"\nargs = [\"-c\", {}]\n{}",
+            "[gateway.supervise]\nrestart = false\n[servers.echo]\ncommand = \"sh\"\nargs = [\"-c\", {}]\n{}",
             toml_string(&script),
             server_toml("other", "other_server", &[])
         );
@@ -198,8 +199,10 @@ async fn call_to_a_server_that_died_is_an_unavailable_error_naming_it() {
             "{message:?}"
         );
 
-        // Its tools stay listed (so calls name the server), and the other server still works.
-        assert!(tool_names(&client).await.contains(&"echo__echo".to_owned()));
+        // Its tools are withdrawn (calls still name the server), and the other server works.
+        let names = tool_names(&client).await;
+        assert!(!names.contains(&"echo__echo".to_owned()), "{names:?}");
+        assert!(names.contains(&"other__echo".to_owned()), "{names:?}");
         let other = call(&client, "other__echo", json!({"text": "still"}))
             .await
             .unwrap();

@@ -58,9 +58,11 @@ pub fn validate(
     let http = super::http::settings(gateway.http, &profiles, &invalid, &|value| {
         expand_vars(value, lookup)
     })?;
+    let supervise = super::SuperviseSettings::from_raw(&gateway.supervise, &invalid)?;
     Ok(Config {
         code,
         http,
+        supervise,
         call_timeout_ms,
         max_result_bytes: gateway.max_result_bytes.unwrap_or(DEFAULT_MAX_RESULT_BYTES),
         audit_arguments: gateway.audit_arguments,

@@ -77,9 +77,22 @@ struct Front {
     sessions: Arc<SessionLimits>,
     in_flight: Arc<InFlight>,
     body_timeout: Duration,
+    gateway: Arc<Gateway>,
 }
 
 impl Front {
+    /// `/healthz` (`live`) or `/readyz`: a status and one word, nothing about the servers.
+    fn probe(&self, request: &Request, live: bool) -> Response {
+        if let Err(refusal) = self.doors.check(request.headers()) {
+            return refusal.into_response();
+        }
+        if live || self.gateway.is_ready() {
+            (StatusCode::OK, "ok\n").into_response()
+        } else {
+            (StatusCode::SERVICE_UNAVAILABLE, "starting\n").into_response()
+        }
+    }
+
     async fn serve(&self, path_profile: Option<&str>, request: Request) -> Response {
         if let Err(refusal) = self.doors.check(request.headers()) {
             return refusal.into_response();
@@ -226,6 +239,7 @@ pub async fn serve(
         sessions,
         in_flight: Arc::default(),
         body_timeout: settings.body_timeout,
+        gateway: gateway.clone(),
     });
 
     let app =
@@ -245,6 +259,24 @@ pub async fn serve(
                      Path(profile): Path<String>,
                      request: Request| async move {
                         front.serve(Some(&profile), request).await
+                    },
+                ),
+            )
+            // Liveness and readiness without details (server names and errors are for the
+            // operator listener's `/readyz`); the doors still apply.
+            .route(
+                "/healthz",
+                any(
+                    |State(front): State<Arc<Front>>, request: Request| async move {
+                        front.probe(&request, true)
+                    },
+                ),
+            )
+            .route(
+                "/readyz",
+                any(
+                    |State(front): State<Arc<Front>>, request: Request| async move {
+                        front.probe(&request, false)
                     },
                 ),
             )

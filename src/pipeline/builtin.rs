@@ -81,6 +81,9 @@ impl Limits {
 /// Ends a call that takes too long: cancels it upstream and answers `TOOL_TIMEOUT`.
 pub struct Timeout;
 
+/// How long a timed-out call waits for its cancel to reach the upstream before it answers.
+const CANCEL_SEND_GRACE: Duration = Duration::from_millis(100);
+
 impl Around for Timeout {
     fn around<'a>(
         &'a self,
@@ -96,10 +99,12 @@ impl Around for Timeout {
             tokio::select! {
                 // The chain answered in time.
                 outcome = &mut running => outcome,
-                // Too slow: cancel upstream, let the chain finish sending the cancel, answer.
+                // Too slow: cancel upstream, give the chain a moment to send the cancel, answer.
+                // Only a moment: a hung server with a full pipe takes neither the request nor
+                // the cancel, and the deadline must hold anyway.
                 () = tokio::time::sleep(Duration::from_millis(limit)) => {
                     attempt.cancel();
-                    let _ = running.await;
+                    let _ = tokio::time::timeout(CANCEL_SEND_GRACE, running).await;
                     Err(CallError::Timeout(limit))
                 }
             }

@@ -45,6 +45,17 @@ pub struct Features {
 }
 
 impl Features {
+    /// Everything toolgate can relay.
+    pub fn all() -> Features {
+        Features {
+            prompts: true,
+            resources: true,
+            subscribe: true,
+            completions: true,
+            logging: true,
+        }
+    }
+
     fn union(self, other: Features) -> Features {
         Features {
             prompts: self.prompts || other.prompts,

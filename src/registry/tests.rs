@@ -365,3 +365,26 @@ fn a_parents_own_tools_reach_its_children_past_the_parents_allow() {
         ["gh__get_issue", "ops__status"]
     );
 }
+
+#[test]
+fn a_down_server_is_withdrawn_and_its_names_are_kept_until_it_returns() {
+    let mut registry = Registry::new(PrefixPolicy::OnConflict, &[default_profile()]);
+    registry.replace(&server("a"), vec![tool("echo"), tool("only_a")]);
+    registry.replace(&server("b"), vec![tool("echo")]);
+    let before = view(&registry);
+    assert_eq!(names(&before), ["a__echo", "only_a", "b__echo"]);
+
+    registry.mark_down(&server("b"));
+    let down = view(&registry);
+    // `a__echo` keeps its prefix: the clash with the down server still names it.
+    assert_eq!(names(&down), ["a__echo", "only_a"]);
+    assert_eq!(down.withdrawn("b__echo"), Some(&server("b")));
+    assert!(down.get("b__echo").is_none());
+    assert_ne!(down.fingerprint(), before.fingerprint());
+
+    registry.replace(&server("b"), vec![tool("echo")]);
+    let back = view(&registry);
+    assert_eq!(names(&back), names(&before));
+    assert_eq!(back.withdrawn("b__echo"), None);
+    assert_eq!(back.fingerprint(), before.fingerprint());
+}

@@ -24,6 +24,7 @@ use crate::{
 };
 
 /// What the supervisor re-imports when the server announces a change.
+#[derive(Clone)]
 pub struct Changes {
     pub tools: Arc<Notify>,
     /// Prompts, resources or templates.

@@ -1,5 +1,6 @@
-//! `GET /metrics` on its own listener (`serve --metrics ADDR` or `gateway.http.metrics_addr`),
-//! never on the MCP one: its labels name every tool, a token-only profile's included.
+//! `GET /metrics`, `/healthz` and `/readyz` on their own listener (`serve --metrics ADDR` or
+//! `gateway.http.metrics_addr`), never on the MCP one: metric labels name every tool, a
+//! token-only profile's included, and `/readyz` names every server and its last error.
 //!
 //! A non-loopback address needs `gateway.http.metrics_token`; with a token set, every scrape
 //! must send `Authorization: Bearer <token>` (401 otherwise). The `Host` check is the MCP
@@ -74,8 +75,13 @@ impl MetricsListener {
         };
         let app = axum::Router::new()
             .route("/metrics", get(metrics))
+            .route("/healthz", get(healthz))
+            .route("/readyz", get(readyz))
             .fallback(|| async {
-                Refusal::new(StatusCode::NOT_FOUND, "only /metrics is served here")
+                Refusal::new(
+                    StatusCode::NOT_FOUND,
+                    "only /metrics, /healthz and /readyz are served here",
+                )
             })
             .with_state(scrape);
         tracing::info!(bound = %self.bound, "serving metrics at /metrics");
@@ -89,18 +95,52 @@ struct Scrape {
     gateway: Arc<Gateway>,
 }
 
-async fn metrics(State(scrape): State<Arc<Scrape>>, request: Request) -> Response {
-    if let Err(refusal) = scrape.doors.check(request.headers()) {
+impl Scrape {
+    /// The Host/Origin doors and, when configured, the token.
+    fn admit(&self, request: &Request) -> Result<(), Refusal> {
+        self.doors.check(request.headers())?;
+        if !self.token.is_empty() {
+            match bearer_token(request.headers()) {
+                Ok(Some(token)) if self.token.get(token).is_some() => {}
+                Ok(None) => return Err(Refusal::unauthorized("metrics require a bearer token")),
+                _ => return Err(Refusal::bad_token("unknown metrics token")),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Liveness: the process answers.
+async fn healthz(State(scrape): State<Arc<Scrape>>, request: Request) -> Response {
+    if let Err(refusal) = scrape.admit(&request) {
         return refusal.into_response();
     }
-    if !scrape.token.is_empty() {
-        match bearer_token(request.headers()) {
-            Ok(Some(token)) if scrape.token.get(token).is_some() => {}
-            Ok(None) => {
-                return Refusal::unauthorized("metrics require a bearer token").into_response();
-            }
-            _ => return Refusal::bad_token("unknown metrics token").into_response(),
-        }
+    (StatusCode::OK, "ok\n").into_response()
+}
+
+/// Readiness, with every server's state, restarts and last error: 503 until the start
+/// check is done.
+async fn readyz(State(scrape): State<Arc<Scrape>>, request: Request) -> Response {
+    if let Err(refusal) = scrape.admit(&request) {
+        return refusal.into_response();
+    }
+    let gateway = &scrape.gateway;
+    let ready = gateway.is_ready();
+    let body = serde_json::json!({
+        "ready": ready,
+        "servers": gateway.upstreams.iter().map(|u| u.health()).collect::<Vec<_>>(),
+    });
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, axum::Json(body)).into_response()
+}
+
+async fn metrics(State(scrape): State<Arc<Scrape>>, request: Request) -> Response {
+    if let Err(refusal) = scrape.admit(&request) {
+        return refusal.into_response();
     }
     (
         [(CONTENT_TYPE, "text/plain; version=0.0.4")],

@@ -1,0 +1,84 @@
+//! A call's timeout fires even when the upstream is stopped and its stdin pipe is full.
+
+mod common;
+
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use common::*;
+use serde_json::json;
+
+#[tokio::test]
+async fn timeouts_fire_when_a_stopped_upstreams_pipe_is_full() {
+    let work = Workdir::new("");
+    let pid_file = work.path("echo.pid");
+    // `$$$$`: toolgate expands `$$` to `$`, so sh sees `$$`.
+    let script = format!(
+        "echo $$$$ > '{}'; exec '{}'",
+        pid_file.display(),
+        example("echo_server").display()
+    );
+    std::fs::write(
+        work.config(),
+        format!(
+            "[gateway]\ncall_timeout_ms = 1500\n[gateway.supervise]\nping_interval_ms = 0\n[servers.echo]\ncommand = \"sh\"\nargs = [\"-c\", {}]\n",
+            toml_string(&script)
+        ),
+    )
+    .unwrap();
+    let (client, _) = stdio_client(&work).await;
+    let client = Arc::new(client);
+    let hello = call(&client, "echo__echo", json!({"text": "hi"})).await.unwrap();
+    assert_eq!(text(&hello), "hi");
+    let pid = std::fs::read_to_string(&pid_file).unwrap().trim().to_owned();
+    let stop = |signal: &str| {
+        let status = std::process::Command::new("kill")
+            .args([signal, &pid])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill {signal} {pid}");
+    };
+    stop("-STOP");
+
+    // 20 × 64 KiB is far more than a pipe holds (64 KiB on Linux): writes to it block.
+    let big = "x".repeat(64 * 1024);
+    let mut calls = Vec::new();
+    for _ in 0..20 {
+        let client = client.clone();
+        let big = big.clone();
+        calls.push(tokio::spawn(async move {
+            let started = Instant::now();
+            let result = call(&client, "echo__echo", json!({"text": big})).await;
+            (result, started.elapsed())
+        }));
+    }
+    // One more once the pipe is surely full.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let late_started = Instant::now();
+    let late = tokio::time::timeout(
+        Duration::from_secs(20),
+        call(&client, "echo__echo", json!({"text": "late"})),
+    )
+    .await
+    .expect("a call to a stopped upstream is answered, not left hanging")
+    .unwrap();
+    let late_took = late_started.elapsed();
+    assert_eq!(code(&late).as_deref(), Some("TOOL_TIMEOUT"), "{late:?}");
+    // 1.5 s timeout plus a short grace for the cancel; generous for a loaded machine.
+    assert!(late_took < Duration::from_secs(6), "answered after {late_took:?}");
+
+    for each in calls {
+        let (result, took) = tokio::time::timeout(Duration::from_secs(20), each)
+            .await
+            .expect("every call is answered")
+            .unwrap();
+        let result = result.unwrap();
+        assert_eq!(code(&result).as_deref(), Some("TOOL_TIMEOUT"), "{result:?}");
+        assert!(took < Duration::from_secs(6), "answered after {took:?}");
+    }
+    stop("-CONT");
+    let client = Arc::into_inner(client).expect("no other owner");
+    client.cancel().await.unwrap();
+}
