@@ -90,6 +90,8 @@ pub struct RawGateway {
     pub call_timeout_ms: Option<u64>,
     /// Largest result (serialized JSON) passed back to a client, in bytes.
     pub max_result_bytes: Option<usize>,
+    /// Largest message (one line) read from a stdio upstream, in bytes.
+    pub max_message_bytes: Option<usize>,
     /// Write call arguments into the audit log (they may hold secrets, so off by default).
     #[serde(default)]
     pub audit_arguments: bool,

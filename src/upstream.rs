@@ -9,8 +9,10 @@
 
 mod client;
 mod connect;
+mod flood;
 mod passthrough;
 mod progress;
+mod size_guard;
 mod supervisor;
 
 use std::{
@@ -68,6 +70,15 @@ pub enum UpstreamError {
     /// The server answered with something that is not a tool result.
     #[error("server \"{server}\" sent an unexpected answer: {detail}")]
     Protocol { server: ServerId, detail: String },
+    /// The server's answer was over `max_message_bytes`: dropped unread, the call failed at once.
+    #[error(
+        "server \"{server}\" sent an answer of {bytes} bytes, over max_message_bytes ({limit})"
+    )]
+    TooLarge {
+        server: ServerId,
+        bytes: u64,
+        limit: u64,
+    },
     /// The calling client cancelled; the upstream was told.
     #[error("call cancelled by the client")]
     Cancelled,
@@ -79,6 +90,7 @@ impl UpstreamError {
             UpstreamError::Unavailable { .. } => "UPSTREAM_UNAVAILABLE",
             UpstreamError::Rpc { .. } => "UPSTREAM_ERROR",
             UpstreamError::Protocol { .. } => "UPSTREAM_PROTOCOL",
+            UpstreamError::TooLarge { .. } => "MESSAGE_TOO_LARGE",
             UpstreamError::Cancelled => "CANCELLED",
         }
     }
@@ -323,10 +335,24 @@ impl Upstream {
 
     fn unavailable(&self, error: rmcp::service::ServiceError) -> UpstreamError {
         match error {
-            rmcp::service::ServiceError::McpError(error) => UpstreamError::Rpc {
-                server: self.name.clone(),
-                error,
-            },
+            rmcp::service::ServiceError::McpError(error) => {
+                // The stand-in answer for a line too large to read (see `size_guard`).
+                let too_large = error
+                    .data
+                    .as_ref()
+                    .and_then(|data| data.get(size_guard::TOO_LARGE_MARK));
+                match too_large {
+                    Some(sizes) => UpstreamError::TooLarge {
+                        server: self.name.clone(),
+                        bytes: sizes["bytes"].as_u64().unwrap_or_default(),
+                        limit: sizes["limit"].as_u64().unwrap_or_default(),
+                    },
+                    None => UpstreamError::Rpc {
+                        server: self.name.clone(),
+                        error,
+                    },
+                }
+            }
             other => UpstreamError::Unavailable {
                 server: self.name.clone(),
                 reason: other.to_string(),

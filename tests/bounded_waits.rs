@@ -30,9 +30,14 @@ async fn timeouts_fire_when_a_stopped_upstreams_pipe_is_full() {
     .unwrap();
     let (client, _) = stdio_client(&work).await;
     let client = Arc::new(client);
-    let hello = call(&client, "echo__echo", json!({"text": "hi"})).await.unwrap();
+    let hello = call(&client, "echo__echo", json!({"text": "hi"}))
+        .await
+        .unwrap();
     assert_eq!(text(&hello), "hi");
-    let pid = std::fs::read_to_string(&pid_file).unwrap().trim().to_owned();
+    let pid = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .to_owned();
     let stop = |signal: &str| {
         let status = std::process::Command::new("kill")
             .args([signal, &pid])
@@ -67,7 +72,10 @@ async fn timeouts_fire_when_a_stopped_upstreams_pipe_is_full() {
     let late_took = late_started.elapsed();
     assert_eq!(code(&late).as_deref(), Some("TOOL_TIMEOUT"), "{late:?}");
     // 1.5 s timeout plus a short grace for the cancel; generous for a loaded machine.
-    assert!(late_took < Duration::from_secs(6), "answered after {late_took:?}");
+    assert!(
+        late_took < Duration::from_secs(6),
+        "answered after {late_took:?}"
+    );
 
     for each in calls {
         let (result, took) = tokio::time::timeout(Duration::from_secs(20), each)
@@ -80,5 +88,42 @@ async fn timeouts_fire_when_a_stopped_upstreams_pipe_is_full() {
     }
     stop("-CONT");
     let client = Arc::into_inner(client).expect("no other owner");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_answer_over_max_message_bytes_fails_its_call_at_once_and_the_server_lives_on() {
+    let work = Workdir::new(&format!(
+        "[gateway]\ncall_timeout_ms = 30000\nmax_message_bytes = 100000\n{}",
+        server_toml("echo", "echo_server", &[])
+    ));
+    let (client, _) = stdio_client(&work).await;
+    let started = Instant::now();
+    let big = "x".repeat(200_000);
+    let result = call(&client, "echo__echo", json!({"text": big}))
+        .await
+        .expect("an isError result, not a JSON-RPC error");
+    // Answered when the line was read, not at the 30 s timeout.
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(result.is_error, Some(true), "{result:?}");
+    assert_eq!(
+        code(&result).as_deref(),
+        Some("MESSAGE_TOO_LARGE"),
+        "{result:?}"
+    );
+    let message = text(&result);
+    assert!(
+        message.contains("server \"echo\"") && message.contains("over max_message_bytes (100000)"),
+        "{message}"
+    );
+    // The connection is intact: the next call is answered normally.
+    let small = call(&client, "echo__echo", json!({"text": "small"}))
+        .await
+        .unwrap();
+    assert_eq!(text(&small), "small");
     client.cancel().await.unwrap();
 }

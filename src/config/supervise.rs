@@ -43,7 +43,13 @@ pub struct SuperviseSettings {
     pub ping_failures: u32,
     pub start_timeout: Duration,
     pub start_grace: Duration,
+    /// `gateway.max_message_bytes`: the largest line read from a stdio server; a larger
+    /// answer fails its call at once with `MESSAGE_TOO_LARGE`.
+    pub max_message_bytes: usize,
 }
+
+/// Default of `gateway.max_message_bytes`: 16 MiB, rmcp's own line limit.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 
 impl Default for SuperviseSettings {
     fn default() -> Self {
@@ -57,6 +63,7 @@ impl Default for SuperviseSettings {
             ping_failures: 3,
             start_timeout: Duration::from_secs(60),
             start_grace: Duration::from_secs(3),
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
         }
     }
 }
@@ -106,6 +113,7 @@ impl SuperviseSettings {
             start_grace: raw
                 .start_grace_ms
                 .map_or(d.start_grace, Duration::from_millis),
+            max_message_bytes: d.max_message_bytes,
         };
         if settings.backoff_max < settings.backoff_initial {
             return Err(invalid(

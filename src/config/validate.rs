@@ -58,7 +58,17 @@ pub fn validate(
     let http = super::http::settings(gateway.http, &profiles, &invalid, &|value| {
         expand_vars(value, lookup)
     })?;
-    let supervise = super::SuperviseSettings::from_raw(&gateway.supervise, &invalid)?;
+    let mut supervise = super::SuperviseSettings::from_raw(&gateway.supervise, &invalid)?;
+    match gateway.max_message_bytes {
+        Some(0) => {
+            return Err(invalid(
+                "gateway.max_message_bytes".into(),
+                "expected a positive number of bytes".into(),
+            ));
+        }
+        Some(bytes) => supervise.max_message_bytes = bytes,
+        None => {}
+    }
     Ok(Config {
         code,
         http,

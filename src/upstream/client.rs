@@ -17,7 +17,7 @@ use rmcp::{
 };
 use tokio::sync::Notify;
 
-use super::ProgressRoutes;
+use super::{ProgressRoutes, flood::LogBudget};
 use crate::{
     config::ServerId,
     relay::{Ask, Relay},
@@ -36,6 +36,8 @@ pub struct UpstreamClient {
     progress: Arc<ProgressRoutes>,
     relay: Arc<Relay>,
     changes: Changes,
+    /// How much of what this server says (log notifications, stderr) reaches our log.
+    pub(super) log_budget: Arc<LogBudget>,
 }
 
 impl UpstreamClient {
@@ -50,6 +52,7 @@ impl UpstreamClient {
             progress,
             relay,
             changes,
+            log_budget: Arc::default(),
         }
     }
 
@@ -158,7 +161,9 @@ impl ClientHandler for UpstreamClient {
         params: LoggingMessageNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        tracing::debug!(server = %self.server, level = ?params.level, data = %params.data, "upstream log");
+        super::flood::log_within(&self.log_budget, &self.server, || {
+            tracing::debug!(server = %self.server, level = ?params.level, data = %params.data, "upstream log");
+        });
         self.relay.log(&self.server, params).await;
     }
 }

@@ -73,7 +73,12 @@ impl Connection {
 }
 
 /// Starts `config`'s server and completes the MCP handshake.
-pub async fn connect(config: &ServerConfig, handler: UpstreamClient) -> Result<Connection, String> {
+/// `max_message_bytes` bounds each line a stdio server writes (see [`super::size_guard`]).
+pub async fn connect(
+    config: &ServerConfig,
+    handler: UpstreamClient,
+    max_message_bytes: usize,
+) -> Result<Connection, String> {
     match &config.transport {
         Transport::Stdio {
             command,
@@ -99,10 +104,10 @@ pub async fn connect(config: &ServerConfig, handler: UpstreamClient) -> Result<C
             let (Some(stdout), Some(stdin)) = (child.stdout().take(), child.stdin().take()) else {
                 return Err("child process has no stdio pipes".into());
             };
-            let stderr = child
-                .stderr()
-                .take()
-                .map(|stderr| StderrTail::spawn(config.id.clone(), stderr));
+            let stderr = child.stderr().take().map(|stderr| {
+                StderrTail::spawn(config.id.clone(), stderr, handler.log_budget.clone())
+            });
+            let stdout = super::size_guard::SizeGuard::new(stdout, max_message_bytes);
             let served = handler.serve((stdout, stdin)).await;
             let mut process = Process {
                 child: Some(child),
@@ -196,14 +201,20 @@ struct StderrTail {
 }
 
 impl StderrTail {
-    fn spawn(server: ServerId, stderr: tokio::process::ChildStderr) -> Self {
+    fn spawn(
+        server: ServerId,
+        stderr: tokio::process::ChildStderr,
+        budget: Arc<super::flood::LogBudget>,
+    ) -> Self {
         let lines = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL_LINES)));
         let kept = lines.clone();
         // Owned by the connection; ends at the child's EOF, which its kill guarantees.
         let reader = tokio::spawn(async move {
             let mut reader = BufReader::new(stderr).lines();
             while let Ok(Some(line)) = reader.next_line().await {
-                tracing::debug!(server = %server, "stderr: {line}");
+                super::flood::log_within(&budget, &server, || {
+                    tracing::debug!(server = %server, "stderr: {line}");
+                });
                 if let Ok(mut kept) = kept.lock() {
                     if kept.len() == STDERR_TAIL_LINES {
                         kept.pop_front();

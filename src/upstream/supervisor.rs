@@ -115,7 +115,8 @@ impl Supervisor {
         );
         let limit = self.settings.start_timeout;
         let starting = async {
-            let mut connection = connect::connect(&self.config, handler).await?;
+            let mut connection =
+                connect::connect(&self.config, handler, self.settings.max_message_bytes).await?;
             match import_tools(connection.peer()).await {
                 Ok(tools) => Ok((connection, tools)),
                 Err(reason) => {
