@@ -58,7 +58,11 @@ pub fn validate(
     let http = super::http::settings(gateway.http, &profiles, &invalid, &|value| {
         expand_vars(value, lookup)
     })?;
+    let pinning = super::PinningSettings::from_raw(gateway.pinning, &invalid, &|value| {
+        expand_vars(value, lookup)
+    })?;
     Ok(Config {
+        pinning,
         code,
         http,
         call_timeout_ms,
