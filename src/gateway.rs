@@ -11,6 +11,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::{
+    clean,
     code_mode::CodeRunner,
     config::ProfileName,
     config::{Config, HookStage},
@@ -211,14 +212,18 @@ fn stages(config: &Config, mut stages: Stages, audit: Option<AuditLog>) -> Stage
 
 fn apply(registry: &mut Registry, limits: &Limits, event: UpstreamEvent) {
     match event {
-        UpstreamEvent::Tools { server, tools } => {
+        UpstreamEvent::Tools { server, mut tools } => {
+            clean::tools(&server, &mut tools);
             let (tools, warnings) = validate::import(&server, tools, limits);
             for warning in warnings {
                 tracing::warn!("{warning}");
             }
             registry.replace(&server, tools)
         }
-        UpstreamEvent::Offer { server, offer } => registry.replace_offer(&server, offer),
+        UpstreamEvent::Offer { server, mut offer } => {
+            clean::offer(&server, &mut offer);
+            registry.replace_offer(&server, offer)
+        }
         // Its tools stay listed so that a call names the server that is down rather than
         // calling the tool unknown.
         UpstreamEvent::Down { .. } => {}

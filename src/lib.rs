@@ -54,6 +54,7 @@
 //! session whose own view's fingerprint for that list changed gets the notification.
 
 pub mod child;
+pub mod clean;
 pub mod code_mode;
 pub mod config;
 pub mod downstream;
