@@ -5,7 +5,7 @@
 //! pipeline) take the current `Arc<View>` without locking the registry; sessions watch the
 //! channel to announce list changes.
 
-use std::sync::Arc;
+use std::{collections::BTreeSet, sync::Arc};
 
 use tokio::sync::{mpsc, watch};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
@@ -16,6 +16,7 @@ use crate::{
     config::ProfileName,
     config::{Config, HookStage},
     hooks::{ExternalGate, ExternalHook, ExternalPost},
+    pinning::{LockError, Pins},
     pipeline::Pipeline,
     pipeline::{
         Stages,
@@ -45,6 +46,9 @@ pub enum StartError {
         file: String,
         entries: Vec<UnmatchedEntry>,
     },
+    /// The lock of pinned tools is configured but missing, unreadable or not valid.
+    #[error(transparent)]
+    Pinning(#[from] LockError),
 }
 
 fn describe_unmatched(entries: &[UnmatchedEntry]) -> String {
@@ -108,6 +112,11 @@ impl Gateway {
                 )?),
                 None => None,
             };
+        // Before any server starts: a lock that is wrong stops the start at once.
+        let pins = Pins::load(&config.pinning, &config.source)?;
+        if let Some(pins) = &pins {
+            tracing::info!("serving tools as pinned in {}", pins.path());
+        }
         let shutdown = CancellationToken::new();
         let (events_tx, mut events) = mpsc::unbounded_channel();
         let (views_tx, views) = watch::channel(Arc::new(Views::default()));
@@ -125,10 +134,13 @@ impl Gateway {
         let limits = Limits::from_config(&config);
         let mut registry =
             Registry::new(config.prefix, &config.profiles).with_code(config.code.clone());
+        let mut withheld = BTreeSet::new();
         while let Ok(event) = events.try_recv() {
-            apply(&mut registry, &limits, event);
+            if let Some(server) = apply(&mut registry, &limits, pins.as_ref(), event) {
+                withheld.insert(server.name);
+            }
         }
-        if let Err(error) = check_at_start(&registry, &config, &upstreams) {
+        if let Err(error) = check_at_start(&registry, &config, &upstreams, &withheld) {
             shutdown.cancel();
             upstreams.shutdown().await;
             return Err(error);
@@ -138,6 +150,7 @@ impl Gateway {
         tasks.spawn(own_registry(
             registry,
             limits,
+            pins,
             events,
             views_tx,
             shutdown.clone(),
@@ -210,23 +223,41 @@ fn stages(config: &Config, mut stages: Stages, audit: Option<AuditLog>) -> Stage
     stages
 }
 
-fn apply(registry: &mut Registry, limits: &Limits, event: UpstreamEvent) {
+/// Applies one upstream event; returns the server when pinning withheld some of its tools.
+///
+/// Imported tools go through pinning first, on the definitions exactly as the upstream sent
+/// them, then through cleaning, then get their call policy.
+fn apply(
+    registry: &mut Registry,
+    limits: &Limits,
+    pins: Option<&Pins>,
+    event: UpstreamEvent,
+) -> Option<crate::config::ServerId> {
     match event {
-        UpstreamEvent::Tools { server, mut tools } => {
+        UpstreamEvent::Tools { server, tools } => {
+            let (mut tools, withheld) = match pins {
+                Some(pins) => {
+                    let applied = pins.apply(&server, tools);
+                    (applied.tools, !applied.withheld.is_empty())
+                }
+                None => (tools, false),
+            };
             clean::tools(&server, &mut tools);
             let (tools, warnings) = validate::import(&server, tools, limits);
             for warning in warnings {
                 tracing::warn!("{warning}");
             }
-            registry.replace(&server, tools)
+            registry.replace(&server, tools);
+            withheld.then_some(server)
         }
         UpstreamEvent::Offer { server, mut offer } => {
             clean::offer(&server, &mut offer);
-            registry.replace_offer(&server, offer)
+            registry.replace_offer(&server, offer);
+            None
         }
         // Its tools stay listed so that a call names the server that is down rather than
         // calling the tool unknown.
-        UpstreamEvent::Down { .. } => {}
+        UpstreamEvent::Down { .. } => None,
     }
 }
 
@@ -234,6 +265,7 @@ fn apply(registry: &mut Registry, limits: &Limits, event: UpstreamEvent) {
 async fn own_registry(
     mut registry: Registry,
     limits: Limits,
+    pins: Option<Pins>,
     mut events: mpsc::UnboundedReceiver<UpstreamEvent>,
     views: watch::Sender<Arc<Views>>,
     shutdown: CancellationToken,
@@ -248,7 +280,8 @@ async fn own_registry(
                 None => break,
             },
         };
-        apply(&mut registry, &limits, event);
+        // A rug pull (a changed definition announced by `list_changed`) is caught here.
+        apply(&mut registry, &limits, pins.as_ref(), event);
         for clash in registry.clashes() {
             tracing::error!("{clash}");
         }
@@ -259,11 +292,13 @@ async fn own_registry(
 }
 
 /// Mistakes only visible once tools are imported: name clashes, and restriction entries
-/// that match nothing (an error, unless the entry names a server that is down: a warning).
+/// that match nothing (an error, unless the entry names a server that is down, or one
+/// whose tools pinning withheld: a warning).
 fn check_at_start(
     registry: &Registry,
     config: &Config,
     upstreams: &Upstreams,
+    withheld: &BTreeSet<crate::config::ServerName>,
 ) -> Result<(), StartError> {
     // A clash at start is a configuration mistake: refuse rather than serve half of it.
     if !registry.clashes().is_empty() {
@@ -285,10 +320,29 @@ fn check_at_start(
             &hook.profiles,
         ));
     }
-    let (warnings, errors): (Vec<_>, Vec<_>) = unmatched.into_iter().partition(|e| {
+    let (warnings, unmatched): (Vec<_>, Vec<_>) = unmatched.into_iter().partition(|e| {
         down.iter()
             .any(|server| registry.could_name_server(&e.entry, server))
     });
+    // A drifted tool must not stop the gateway because a profile names it: it is withheld,
+    // which is what pinning is for, and the error naming it is already in the log.
+    let (withheld_entries, errors): (Vec<_>, Vec<_>) = unmatched.into_iter().partition(|e| {
+        withheld
+            .iter()
+            .any(|server| registry.could_name_server(&e.entry, server))
+    });
+    for entry in withheld_entries {
+        tracing::warn!(
+            "entry {:?} in `{}` matches no tool; it may name a tool withheld by pinning ({}), so it is a warning",
+            entry.entry,
+            entry.key,
+            withheld
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     for entry in warnings {
         tracing::warn!(
             "entry {:?} in `{}` matches no tool; it may name a server that is down ({}), so it is a warning for now",

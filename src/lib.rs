@@ -62,6 +62,7 @@ pub mod error;
 pub mod gateway;
 pub mod hooks;
 pub mod import;
+pub mod pinning;
 pub mod pipeline;
 pub mod registry;
 pub mod relay;
