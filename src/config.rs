@@ -7,6 +7,7 @@
 
 mod code;
 mod http;
+mod pinning;
 mod supervise;
 mod validate;
 
@@ -24,6 +25,7 @@ use serde::Deserialize;
 
 pub use code::{CodeSettings, Mode, RawCode, SdkForm};
 pub use http::{AllowedHost, AllowedOrigin, HttpSettings, RawHttp, split_host_port};
+pub use pinning::{DEFAULT_LOCK, OnChange, OnNew, PinningSettings, RawPinning};
 pub use supervise::{RawSupervise, SuperviseSettings};
 pub use validate::validate;
 
@@ -110,6 +112,9 @@ pub struct RawGateway {
     /// `[gateway.supervise]`: starts, health pings and restarts of upstream servers.
     #[serde(default)]
     pub supervise: RawSupervise,
+    /// `[gateway.pinning]`: the lock of pinned tool definitions. Its presence alone makes
+    /// the lock required.
+    pub pinning: Option<RawPinning>,
 }
 
 /// How one call of a tool may be retried.
@@ -419,6 +424,8 @@ pub struct Config {
     pub supervise: SuperviseSettings,
     /// Code mode: the gateway's default mode, the SDK form, run limits.
     pub code: CodeSettings,
+    /// Tool pinning: the lock file and what a changed or new tool gets.
+    pub pinning: PinningSettings,
 }
 
 impl Config {
@@ -447,7 +454,8 @@ pub const DEFAULT_MAX_RESULT_BYTES: usize = 4 * 1024 * 1024;
 /// Default time limit of one hook call.
 pub const DEFAULT_HOOK_TIMEOUT_MS: u64 = 5_000;
 
-/// Reads `path` (which must exist) and the `TOOLGATE_*` environment, then validates.
+/// Reads `path` (which must exist) and the `TOOLGATE_*` environment, then validates. A
+/// relative lock path is made relative to `path`'s directory.
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
     if !path.is_file() {
         return Err(ConfigError::MissingFile(path.to_owned()));
@@ -461,10 +469,16 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
             file: file.clone(),
             message: describe_figment_error(error),
         })?;
-    validate(raw, &file, &|name| std::env::var(name).ok())
+    let mut config = validate(raw, &file, &|name| std::env::var(name).ok())?;
+    // The lock belongs with the config it pins, wherever toolgate is started from.
+    config
+        .pinning
+        .resolve_in(path.parent().unwrap_or(Path::new("")));
+    Ok(config)
 }
 
-/// Parses TOML text directly (tests, `toolgate check` on stdin later): no environment overrides.
+/// Parses TOML text directly (tests, `toolgate check` on stdin later): no environment
+/// overrides; a relative lock path stays relative to the working directory.
 pub fn from_toml_str(text: &str, source: &str) -> Result<Config, ConfigError> {
     let raw: RawConfig = Figment::new()
         .merge(Toml::string(text))

@@ -10,16 +10,18 @@
 //! publishes the [`Readiness`]; requests that need the tools wait for it (at most the grace),
 //! so a slow server delays no `initialize` and a typo'd policy never serves a call.
 
-use std::{sync::Arc, time::Duration};
+use std::{collections::BTreeSet, sync::Arc, time::Duration};
 
 use tokio::sync::{mpsc, watch};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::{
+    clean,
     code_mode::CodeRunner,
     config::ProfileName,
     config::{Config, HookStage},
     hooks::{ExternalGate, ExternalHook, ExternalPost},
+    pinning::{LockError, Pins},
     pipeline::Pipeline,
     pipeline::{
         Stages,
@@ -52,6 +54,9 @@ pub enum StartError {
     /// One of the above, as told to every request that waited for the start.
     #[error("{0}")]
     Shared(String),
+    /// The lock of pinned tools is configured but missing, unreadable or not valid.
+    #[error(transparent)]
+    Pinning(#[from] LockError),
 }
 
 fn describe_unmatched(entries: &[UnmatchedEntry]) -> String {
@@ -131,6 +136,11 @@ impl Gateway {
                 )?),
                 None => None,
             };
+        // Before any server starts: a lock that is wrong stops the start at once.
+        let pins = Pins::load(&config.pinning, &config.source)?;
+        if let Some(pins) = &pins {
+            tracing::info!("serving tools as pinned in {}", pins.path());
+        }
         let shutdown = CancellationToken::new();
         let (events_tx, events) = mpsc::unbounded_channel();
         let (views_tx, views) = watch::channel(Arc::new(Views::default()));
@@ -158,6 +168,8 @@ impl Gateway {
             Owner {
                 registry,
                 limits: Limits::from_config(&config),
+                pins,
+                withheld: BTreeSet::new(),
                 config: config.clone(),
                 upstreams: upstreams.clone(),
                 views: views_tx,
@@ -274,19 +286,44 @@ fn stages(config: &Config, mut stages: Stages, audit: Option<AuditLog>) -> Stage
     stages
 }
 
-fn apply(registry: &mut Registry, limits: &Limits, event: UpstreamEvent) {
+/// Applies one upstream event; returns the server when pinning withheld some of its tools.
+///
+/// Imported tools go through pinning first, on the definitions exactly as the upstream sent
+/// them, then through cleaning, then get their call policy.
+fn apply(
+    registry: &mut Registry,
+    limits: &Limits,
+    pins: Option<&Pins>,
+    event: UpstreamEvent,
+) -> Option<crate::config::ServerId> {
     match event {
         UpstreamEvent::Tools { server, tools } => {
+            let (mut tools, withheld) = match pins {
+                Some(pins) => {
+                    let applied = pins.apply(&server, tools);
+                    (applied.tools, !applied.withheld.is_empty())
+                }
+                None => (tools, false),
+            };
+            clean::tools(&server, &mut tools);
             let (tools, warnings) = validate::import(&server, tools, limits);
             for warning in warnings {
                 tracing::warn!("{warning}");
             }
-            registry.replace(&server, tools)
+            registry.replace(&server, tools);
+            withheld.then_some(server)
         }
-        UpstreamEvent::Offer { server, offer } => registry.replace_offer(&server, offer),
+        UpstreamEvent::Offer { server, mut offer } => {
+            clean::offer(&server, &mut offer);
+            registry.replace_offer(&server, offer);
+            None
+        }
         // Withdrawn until it is back; a call to one of its tools still names it.
-        UpstreamEvent::Down { server, .. } => registry.mark_down(&server),
-        UpstreamEvent::Started { .. } => {}
+        UpstreamEvent::Down { server, .. } => {
+            registry.mark_down(&server);
+            None
+        }
+        UpstreamEvent::Started { .. } => None,
     }
 }
 
@@ -295,6 +332,9 @@ fn apply(registry: &mut Registry, limits: &Limits, event: UpstreamEvent) {
 struct Owner {
     registry: Registry,
     limits: Limits,
+    pins: Option<Pins>,
+    /// Servers some of whose tools pinning withheld: entries naming them only warn.
+    withheld: BTreeSet<crate::config::ServerName>,
     config: Config,
     upstreams: Arc<Upstreams>,
     views: watch::Sender<Arc<Views>>,
@@ -338,7 +378,11 @@ impl Owner {
                 },
             };
             let started = matches!(event, UpstreamEvent::Started { .. });
-            apply(&mut self.registry, &self.limits, event);
+            // A rug pull (a changed definition announced by `list_changed`) is caught here.
+            if let Some(server) = apply(&mut self.registry, &self.limits, self.pins.as_ref(), event)
+            {
+                self.withheld.insert(server.name);
+            }
             for clash in self.registry.clashes() {
                 tracing::error!("{clash}");
             }
@@ -351,9 +395,12 @@ impl Owner {
                     self.check();
                 } else if self.checked {
                     // A server that came after the grace: its names could only be checked now.
-                    if let Err(error) =
-                        check_at_start(&self.registry, &self.config, &self.upstreams)
-                    {
+                    if let Err(error) = check_at_start(
+                        &self.registry,
+                        &self.config,
+                        &self.upstreams,
+                        &self.withheld,
+                    ) {
                         tracing::error!(
                             "a server that started late shows a configuration mistake: {error}"
                         );
@@ -366,7 +413,12 @@ impl Owner {
     /// The start check, once: its outcome is the gateway's readiness.
     fn check(&mut self) {
         self.checked = true;
-        let readiness = match check_at_start(&self.registry, &self.config, &self.upstreams) {
+        let readiness = match check_at_start(
+            &self.registry,
+            &self.config,
+            &self.upstreams,
+            &self.withheld,
+        ) {
             Ok(()) => Readiness::Ready,
             Err(error) => Readiness::Failed(Arc::new(error)),
         };
@@ -375,11 +427,13 @@ impl Owner {
 }
 
 /// Mistakes only visible once tools are imported: name clashes, and restriction entries
-/// that match nothing (an error, unless the entry names a server that is down: a warning).
+/// that match nothing (an error, unless the entry names a server that is down, or one
+/// whose tools pinning withheld: a warning).
 fn check_at_start(
     registry: &Registry,
     config: &Config,
     upstreams: &Upstreams,
+    withheld: &BTreeSet<crate::config::ServerName>,
 ) -> Result<(), StartError> {
     // A clash at start is a configuration mistake: refuse rather than serve half of it.
     if !registry.clashes().is_empty() {
@@ -401,10 +455,29 @@ fn check_at_start(
             &hook.profiles,
         ));
     }
-    let (warnings, errors): (Vec<_>, Vec<_>) = unmatched.into_iter().partition(|e| {
+    let (warnings, unmatched): (Vec<_>, Vec<_>) = unmatched.into_iter().partition(|e| {
         down.iter()
             .any(|server| registry.could_name_server(&e.entry, server))
     });
+    // A drifted tool must not stop the gateway because a profile names it: it is withheld,
+    // which is what pinning is for, and the error naming it is already in the log.
+    let (withheld_entries, errors): (Vec<_>, Vec<_>) = unmatched.into_iter().partition(|e| {
+        withheld
+            .iter()
+            .any(|server| registry.could_name_server(&e.entry, server))
+    });
+    for entry in withheld_entries {
+        tracing::warn!(
+            "entry {:?} in `{}` matches no tool; it may name a tool withheld by pinning ({}), so it is a warning",
+            entry.entry,
+            entry.key,
+            withheld
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     for entry in warnings {
         tracing::warn!(
             "entry {:?} in `{}` matches no tool; it may name a server that is down ({}), so it is a warning for now",

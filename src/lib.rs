@@ -2,6 +2,11 @@
 //!
 //! # Map
 //! - [`config`]: `servers.toml` + `TOOLGATE_*` → validated [`config::Config`].
+//! - [`clean`]: invisible characters (zero-width, bidi, control, tag) stripped from the
+//!   descriptions and titles of imported tools, prompts and resources, and logged.
+//! - [`pinning`]: the rug-pull guard. `toolgate pin` writes `toolgate.lock` (each tool's
+//!   definition and canonical hash); at every import a tool that no longer matches is
+//!   withheld or served with a warning, with a diff in the log; new tools follow `on_new`.
 //! - [`upstream`]: one rmcp client per server (stdio child in its own process group, or
 //!   streamable HTTP) under a supervisor task that imports tools, follows `list_changed`,
 //!   pings, and restarts with backoff; forwards calls, cancels and progress. Reports
@@ -14,8 +19,9 @@
 //!   templates are named, layered and masked the same way ([`registry::passthrough`]).
 //! - [`relay`]: which client session gets what an upstream sends unasked: log messages,
 //!   resource updates, and its sampling / elicitation / roots requests.
-//! - [`gateway`]: owns the registry, applies upstream events, publishes views on a `watch`,
-//!   and decides readiness (first starts in, or the start grace over, and the config checked).
+//! - [`gateway`]: owns the registry, applies upstream events (pinning, then cleaning, then
+//!   call policies), publishes views on a `watch`, and decides readiness (first starts in, or
+//!   the start grace over, and the config checked).
 //! - [`pipeline`]: the one entry point for a call: resolve in the caller's view → validate
 //!   arguments → pre gates → around wrappers (retry, timeout) → upstream → post hooks; audit
 //!   and metrics. Its traits are the extension seam.
@@ -52,10 +58,12 @@
 //!
 //! # A change
 //! upstream `notifications/{tools,prompts,resources}/list_changed` → its supervisor
-//! re-imports → event → the gateway's registry owner rebuilds every profile's view → each
-//! session whose own view's fingerprint for that list changed gets the notification.
+//! re-imports → event → the gateway's registry owner checks the tools against the lock
+//! ([`pinning::Pins::apply`]), cleans them ([`clean`]) and rebuilds every profile's view →
+//! each session whose own view's fingerprint for that list changed gets the notification.
 
 pub mod child;
+pub mod clean;
 pub mod code_mode;
 pub mod config;
 pub mod downstream;
@@ -63,6 +71,7 @@ pub mod error;
 pub mod gateway;
 pub mod hooks;
 pub mod import;
+pub mod pinning;
 pub mod pipeline;
 pub mod registry;
 pub mod relay;

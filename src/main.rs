@@ -17,6 +17,8 @@ use toolgate::{
 const EXIT_CONFIG: u8 = 64;
 /// Exit code when an output file (the audit log) cannot be created (sysexits EX_CANTCREAT).
 const EXIT_CANT_CREATE: u8 = 73;
+/// Exit code of a command stopped by SIGINT or SIGTERM before it finished (128 + SIGINT).
+const EXIT_INTERRUPTED: u8 = 130;
 
 #[derive(Parser)]
 #[command(
@@ -67,6 +69,13 @@ enum Command {
         /// The arguments, a JSON object.
         #[arg(default_value = "{}")]
         arguments: String,
+    },
+    /// Record every server's tool definitions in the lock (`toolgate.lock` beside the
+    /// config); with --check, compare instead and exit 1 on any drift.
+    Pin {
+        /// Write nothing; list each changed, new or missing tool and exit 1 if there is one.
+        #[arg(long)]
+        check: bool,
     },
     /// Convert an MCP client's config (Claude Desktop, Cursor, VS Code, Windsurf) into a
     /// servers.toml, or print the snippet that points a client at toolgate.
@@ -190,6 +199,13 @@ async fn run(command: Command, config: config::Config, profile: ProfileName) -> 
         tracing::info!("stopping on signal");
         on_signal.cancel();
     });
+    if let Command::Pin { check } = command {
+        return tokio::select! {
+            code = toolgate::pinning::command::run(&config, check) => code,
+            // Dropping the run kills every child started so far; nothing was written.
+            () = stop.cancelled() => ExitCode::from(EXIT_INTERRUPTED),
+        };
+    }
     let options = StartOptions {
         audit_log: match &command {
             Command::Serve { audit_log, .. } => audit_log.clone(),
@@ -237,8 +253,8 @@ async fn run(command: Command, config: config::Config, profile: ProfileName) -> 
         Command::Tools => tools(&gateway, &profile),
         Command::Sdk => sdk(&gateway, &profile),
         Command::Call { tool, arguments } => call(&gateway, &profile, tool, &arguments).await,
-        // Served by `main` before anything else starts.
-        Command::Worker(_) | Command::Import(_) => ExitCode::FAILURE,
+        // Served by `main` before anything else starts, or above without a gateway.
+        Command::Worker(_) | Command::Import(_) | Command::Pin { .. } => ExitCode::FAILURE,
     };
     gateway.shutdown().await;
     code

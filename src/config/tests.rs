@@ -237,3 +237,57 @@ fn passthrough_resolves_named_variables_only() {
         "{http}"
     );
 }
+
+#[test]
+fn pinning_defaults_and_an_explicit_section() {
+    let config = parse("[servers.x]\ncommand = \"a\"\n").unwrap();
+    assert_eq!(config.pinning, PinningSettings::default());
+    assert!(
+        !config.pinning.required,
+        "no section: on only if the lock exists"
+    );
+    assert_eq!(config.pinning.lock, PathBuf::from(DEFAULT_LOCK));
+    assert_eq!(config.pinning.on_change, OnChange::Block);
+    assert_eq!(config.pinning.on_new, OnNew::Block);
+
+    let config =
+        parse("[gateway.pinning]\nlock = \"pins/${TOKEN}.lock\"\non_change = \"warn\"\non_new = \"allow\"\n")
+            .unwrap();
+    let mut pinning = config.pinning;
+    assert!(pinning.required);
+    assert_eq!(pinning.lock, PathBuf::from("pins/s3cret.lock"));
+    assert_eq!(pinning.on_change, OnChange::Warn);
+    assert_eq!(pinning.on_new, OnNew::Allow);
+    pinning.resolve_in(Path::new("/etc/toolgate"));
+    assert_eq!(
+        pinning.lock,
+        PathBuf::from("/etc/toolgate/pins/s3cret.lock")
+    );
+    pinning.resolve_in(Path::new("/elsewhere"));
+    assert_eq!(
+        pinning.lock,
+        PathBuf::from("/etc/toolgate/pins/s3cret.lock"),
+        "an absolute path stays"
+    );
+
+    let section_only = parse("[gateway.pinning]\n").unwrap();
+    assert!(section_only.pinning.required);
+    assert_eq!(section_only.pinning.lock, PathBuf::from(DEFAULT_LOCK));
+
+    for (text, key) in [
+        (
+            "[gateway.pinning]\nlock = \"\"\n",
+            "key `gateway.pinning.lock`",
+        ),
+        (
+            "[gateway.pinning]\nlock = \"${UNSET_ONE}\"\n",
+            "key `gateway.pinning.lock`",
+        ),
+        ("[gateway.pinning]\non_change = \"allow\"\n", "on_change"),
+        ("[gateway.pinning]\nextra = 1\n", "extra"),
+    ] {
+        let error = parse(text).unwrap_err().to_string();
+        assert!(error.starts_with("test.toml: "), "{error}");
+        assert!(error.contains(key), "{text}: {error}");
+    }
+}

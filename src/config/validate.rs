@@ -69,7 +69,11 @@ pub fn validate(
         Some(bytes) => supervise.max_message_bytes = bytes,
         None => {}
     }
+    let pinning = super::PinningSettings::from_raw(gateway.pinning, &invalid, &|value| {
+        expand_vars(value, lookup)
+    })?;
     Ok(Config {
+        pinning,
         code,
         http,
         supervise,

@@ -518,3 +518,53 @@ impl RawStdio {
         }
     }
 }
+
+// ---- Pinning and clean descriptions (tests/pinning.rs, tests/clean_descriptions.rs) ----
+
+/// Waits until `recorder` has seen at least `count` `tools/list_changed` notifications, or
+/// panics after `timeout`.
+pub async fn wait_tools_changed(recorder: &Recorder, count: usize, timeout: Duration) {
+    let waited = tokio::time::timeout(timeout, async {
+        loop {
+            // Interest is registered before the check, so a notification in between counts.
+            let seen = recorder.list_changed_seen.notified();
+            tokio::pin!(seen);
+            seen.as_mut().enable();
+            if recorder.list_changed.load(Ordering::SeqCst) >= count {
+                return;
+            }
+            seen.await;
+        }
+    })
+    .await;
+    assert!(
+        waited.is_ok(),
+        "expected {count} tools/list_changed within {timeout:?}, got {}",
+        recorder.list_changed.load(Ordering::SeqCst)
+    );
+}
+
+impl HttpGateway {
+    /// The first stderr line containing every one of `needles`, waiting up to `timeout`.
+    pub async fn wait_log_line(&self, needles: &[&str], timeout: Duration) -> String {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let found = self
+                .log
+                .lock()
+                .unwrap()
+                .lines()
+                .find(|line| needles.iter().all(|needle| line.contains(needle)))
+                .map(str::to_owned);
+            if let Some(line) = found {
+                return line;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no log line with {needles:?} within {timeout:?}; the log:\n{}",
+                self.log.lock().unwrap()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}

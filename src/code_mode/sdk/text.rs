@@ -43,12 +43,10 @@ pub fn clean(text: &str) -> String {
     out
 }
 
+/// The gateway's one definition of invisible text (tools are already cleaned at import;
+/// this keeps the SDK safe for text that reaches it another way).
 fn is_invisible(c: char) -> bool {
-    c.is_control()
-        || matches!(
-            c,
-            '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}'
-        )
+    crate::clean::is_hidden(c)
 }
 
 /// [`clean`] text that may sit inside a `/* */` comment: `*/` can no longer close it.
