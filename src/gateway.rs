@@ -82,6 +82,8 @@ pub struct Gateway {
     pub pipeline: Arc<Pipeline>,
     /// Where upstream log messages, resource updates and server requests find their sessions.
     pub relay: Arc<Relay>,
+    /// The configured hooks, for their processes to be stopped with the gateway.
+    hooks: Vec<Arc<ExternalHook>>,
     views: watch::Receiver<Arc<Views>>,
     shutdown: CancellationToken,
     tasks: TaskTracker,
@@ -141,12 +143,13 @@ impl Gateway {
             views_tx,
             shutdown.clone(),
         ));
-        let stages = stages(&config, options.stages, audit);
+        let (stages, hooks) = stages(&config, options.stages, audit);
         Ok(Arc::new(Self {
             pipeline: Pipeline::new(upstreams.clone(), stages, code_runner(&config, &shutdown)),
             config,
             upstreams,
             relay,
+            hooks,
             views,
             shutdown,
             tasks,
@@ -173,10 +176,12 @@ impl Gateway {
         &self.tasks
     }
 
-    /// Stops following changes, closes every upstream and kills their process groups.
+    /// Stops following changes, and stops every upstream and command hook with its whole
+    /// process group.
     pub async fn shutdown(&self) {
         self.shutdown.cancel();
-        self.upstreams.shutdown().await;
+        let hooks = futures::future::join_all(self.hooks.iter().map(|hook| hook.shutdown()));
+        tokio::join!(self.upstreams.shutdown(), hooks);
         self.tasks.close();
         self.tasks.wait().await;
     }
@@ -192,11 +197,17 @@ fn code_runner(config: &Config, shutdown: &CancellationToken) -> Option<CodeRunn
 }
 
 /// The configured stages after the given ones: retry → timeout around dispatch; the
-/// configured post hooks; the size cap.
-fn stages(config: &Config, mut stages: Stages, audit: Option<AuditLog>) -> Stages {
+/// configured post hooks; the size cap. Also every configured hook, to stop them at the end.
+fn stages(
+    config: &Config,
+    mut stages: Stages,
+    audit: Option<AuditLog>,
+) -> (Stages, Vec<Arc<ExternalHook>>) {
     let http = reqwest::Client::new();
+    let mut hooks = Vec::with_capacity(config.hooks.len());
     for hook in &config.hooks {
         let hook = Arc::new(ExternalHook::new(hook.clone(), &http));
+        hooks.push(hook.clone());
         match hook.stage() {
             HookStage::Pre => stages.gates.push(Arc::new(ExternalGate(hook))),
             HookStage::Post => stages.posts.push(Arc::new(ExternalPost(hook))),
@@ -206,7 +217,7 @@ fn stages(config: &Config, mut stages: Stages, audit: Option<AuditLog>) -> Stage
     stages.wrappers.push(Arc::new(Timeout));
     stages.max_result_bytes = Some(config.max_result_bytes);
     stages.audit = audit;
-    stages
+    (stages, hooks)
 }
 
 fn apply(registry: &mut Registry, limits: &Limits, event: UpstreamEvent) {

@@ -1,4 +1,5 @@
 //! The `toolgate` command: parse the CLI, set up logging to stderr, run, map failures to exit codes.
+#![deny(unsafe_code)]
 
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc};
 
@@ -134,7 +135,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(run(cli.command, config, profile))
+    let code = runtime.block_on(run(cli.command, config, profile));
+    // Every child is stopped by now. Do not wait for a blocking read of stdin (rmcp's
+    // fallback when stdin or stdout is not a pipe) that only the client can end.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    code
 }
 
 /// The profile named on the command line, or `default`; over HTTP the caller picks per request.
