@@ -417,8 +417,8 @@ impl Termination {
         Ok(Self {})
     }
 
-    /// Resolves on SIGTERM (a service manager or `kill`) or SIGINT (Ctrl-C).
-    pub async fn wait(mut self) {
+    /// Resolves on the next SIGTERM (a service manager or `kill`) or SIGINT (Ctrl-C).
+    pub async fn recv(&mut self) {
         #[cfg(unix)]
         tokio::select! {
             _ = self.term.recv() => {}

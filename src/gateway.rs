@@ -14,6 +14,7 @@ use crate::{
     code_mode::CodeRunner,
     config::ProfileName,
     config::{Config, HookStage},
+    drain::Drain,
     hooks::{ExternalGate, ExternalHook, ExternalPost},
     pipeline::Pipeline,
     pipeline::{
@@ -82,6 +83,8 @@ pub struct Gateway {
     pub pipeline: Arc<Pipeline>,
     /// Where upstream log messages, resource updates and server requests find their sessions.
     pub relay: Arc<Relay>,
+    /// Admits calls until the gateway stops; then lets those in flight finish or cancels them.
+    pub drain: Arc<Drain>,
     /// The configured hooks, for their processes to be stopped with the gateway.
     hooks: Vec<Arc<ExternalHook>>,
     views: watch::Receiver<Arc<Views>>,
@@ -144,11 +147,20 @@ impl Gateway {
             shutdown.clone(),
         ));
         let (stages, hooks) = stages(&config, options.stages, audit);
+        let drain = Arc::new(Drain::new(std::time::Duration::from_millis(
+            config.drain_grace_ms,
+        )));
         Ok(Arc::new(Self {
-            pipeline: Pipeline::new(upstreams.clone(), stages, code_runner(&config, &shutdown)),
+            pipeline: Pipeline::new(
+                upstreams.clone(),
+                stages,
+                code_runner(&config, &shutdown),
+                drain.clone(),
+            ),
             config,
             upstreams,
             relay,
+            drain,
             hooks,
             views,
             shutdown,
@@ -176,14 +188,24 @@ impl Gateway {
         &self.tasks
     }
 
-    /// Stops following changes, and stops every upstream and command hook with its whole
-    /// process group.
+    /// Drains the calls in flight (if nobody has yet), stops following changes, stops every
+    /// upstream and command hook with its whole process group, and writes the audit log out.
     pub async fn shutdown(&self) {
+        // Calls first: each ends (answered or cancelled upstream) before its upstream goes.
+        let drained = self.drain.run().await;
+        if drained.in_flight > 0 {
+            tracing::info!(
+                in_flight = drained.in_flight,
+                cancelled = drained.cancelled,
+                "calls drained"
+            );
+        }
         self.shutdown.cancel();
         let hooks = futures::future::join_all(self.hooks.iter().map(|hook| hook.shutdown()));
         tokio::join!(self.upstreams.shutdown(), hooks);
         self.tasks.close();
         self.tasks.wait().await;
+        self.pipeline.flush_audit().await;
     }
 }
 

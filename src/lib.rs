@@ -25,6 +25,8 @@
 //!   gets (a base set plus its own `env`), its own process group, killed on drop and, on
 //!   Linux, with the gateway (`PR_SET_PDEATHSIG`: the crate's one `unsafe` block); stopped
 //!   gently (stdin closed, SIGTERM, SIGKILL).
+//! - [`drain`]: stopping cleanly: on SIGTERM, SIGINT or stdin EOF no new calls
+//!   (`SHUTTING_DOWN`), calls in flight finish within `drain_grace_ms`, the rest are cancelled.
 //! - [`downstream`]: the rmcp `ServerHandler` clients talk to, bound to a profile, over stdio
 //!   or HTTP (`/mcp`, `/mcp/{profile}`, bearer tokens, `/metrics`); prompts, resources,
 //!   completion and logging level are answered from the view and forwarded to their server.
@@ -63,6 +65,7 @@ pub mod child;
 pub mod code_mode;
 pub mod config;
 pub mod downstream;
+pub mod drain;
 pub mod error;
 pub mod gateway;
 pub mod hooks;

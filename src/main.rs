@@ -1,10 +1,14 @@
 //! The `toolgate` command: parse the CLI, set up logging to stderr, run, map failures to exit codes.
+//!
+//! Stopping: the first SIGTERM/SIGINT (or, over stdio, the client closing stdin) drains the
+//! calls in flight within `drain_grace_ms`, then the sessions close and every child stops; a
+//! second signal cancels the calls in flight at once.
 #![deny(unsafe_code)]
 
-use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc};
+use std::{convert::Infallible, net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc};
 
 use clap::{Parser, Subcommand};
-use tokio_util::sync::CancellationToken;
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use toolgate::{
     config::{self, ProfileName},
     downstream, error,
@@ -183,13 +187,56 @@ async fn run(command: Command, config: config::Config, profile: ProfileName) -> 
             return ExitCode::FAILURE;
         }
     };
-    let stop = CancellationToken::new();
-    let on_signal = stop.clone();
-    tokio::spawn(async move {
-        signals.wait().await;
-        tracing::info!("stopping on signal");
-        on_signal.cancel();
-    });
+    let signalled = Signalled::default();
+    // Owned here, and ended by `done` once the gateway has stopped.
+    let done = CancellationToken::new();
+    let watcher = TaskTracker::new();
+    watcher.spawn(watch_signals(signals, signalled.clone(), done.clone()));
+    let code = run_gateway(command, config, profile, &signalled).await;
+    done.cancel();
+    watcher.close();
+    watcher.wait().await;
+    code
+}
+
+/// What the signals asked for so far.
+#[derive(Clone, Default)]
+struct Signalled {
+    /// The first SIGTERM/SIGINT: stop, draining calls in flight.
+    stop: CancellationToken,
+    /// A second one: cancel the calls in flight now instead of at the end of the grace.
+    hurry: CancellationToken,
+}
+
+async fn watch_signals(
+    mut signals: downstream::Termination,
+    signalled: Signalled,
+    done: CancellationToken,
+) {
+    let steps = [
+        (&signalled.stop, "stopping on signal"),
+        (
+            &signalled.hurry,
+            "second signal: cancelling the calls in flight",
+        ),
+    ];
+    for (token, message) in steps {
+        tokio::select! {
+            () = signals.recv() => {}
+            // The gateway stopped by itself.
+            () = done.cancelled() => return,
+        }
+        tracing::info!("{message}");
+        token.cancel();
+    }
+}
+
+async fn run_gateway(
+    command: Command,
+    config: config::Config,
+    profile: ProfileName,
+    signalled: &Signalled,
+) -> ExitCode {
     let options = StartOptions {
         audit_log: match &command {
             Command::Serve { audit_log, .. } => audit_log.clone(),
@@ -201,7 +248,7 @@ async fn run(command: Command, config: config::Config, profile: ProfileName) -> 
         // Started (or failed to).
         started = Gateway::start_with(config, options) => started,
         // A signal during startup: dropping the start kills every child started so far.
-        () = stop.cancelled() => return ExitCode::SUCCESS,
+        () = signalled.stop.cancelled() => return ExitCode::SUCCESS,
     };
     let gateway = match started {
         Ok(gateway) => gateway,
@@ -213,19 +260,31 @@ async fn run(command: Command, config: config::Config, profile: ProfileName) -> 
             };
         }
     };
-    let code = match command {
-        Command::Serve { http, metrics, .. } => {
-            serve(gateway.clone(), http, metrics, profile, stop).await
-        }
-        Command::Check => check(&gateway),
-        Command::Tools => tools(&gateway, &profile),
-        Command::Sdk => sdk(&gateway, &profile),
-        Command::Call { tool, arguments } => call(&gateway, &profile, tool, &arguments).await,
-        // Served by `main` before anything else starts.
-        Command::Worker(_) | Command::Import(_) => ExitCode::FAILURE,
+    let work = async {
+        let code = match command {
+            Command::Serve { http, metrics, .. } => {
+                serve(gateway.clone(), http, metrics, profile, &signalled.stop).await
+            }
+            Command::Check => check(&gateway),
+            Command::Tools => tools(&gateway, &profile),
+            Command::Sdk => sdk(&gateway, &profile),
+            Command::Call { tool, arguments } => call(&gateway, &profile, tool, &arguments).await,
+            // Served by `main` before anything else starts.
+            Command::Worker(_) | Command::Import(_) => ExitCode::FAILURE,
+        };
+        // Drains whatever is still in flight, then stops every child.
+        gateway.shutdown().await;
+        code
     };
-    gateway.shutdown().await;
-    code
+    let hurry = async {
+        signalled.hurry.cancelled().await;
+        gateway.drain.hurry();
+        std::future::pending::<Infallible>().await
+    };
+    tokio::select! {
+        code = work => code,
+        never = hurry => match never {},
+    }
 }
 
 async fn serve(
@@ -233,7 +292,7 @@ async fn serve(
     http: Option<SocketAddr>,
     metrics: Option<SocketAddr>,
     profile: ProfileName,
-    stop: CancellationToken,
+    stop: &CancellationToken,
 ) -> ExitCode {
     let metrics_addr = metrics.or(gateway.config.http.metrics_addr);
     if let Some(Err(error)) = metrics_addr.map(|a| gateway.config.http.check_metrics_addr(a)) {
@@ -257,21 +316,36 @@ async fn serve(
         },
         None => None,
     };
-    let stop_metrics = stop.child_token();
+    // Fired once the calls in flight are drained: only then do the sessions close, so that
+    // their answers still reach the clients.
+    let end_sessions = CancellationToken::new();
+    let stop_metrics = end_sessions.child_token();
     let mcp = async {
         let served = match http {
             Some(addr) => {
-                downstream::http::serve(gateway.clone(), addr, stop.clone(), |bound| {
+                downstream::http::serve(gateway.clone(), addr, end_sessions.clone(), |bound| {
                     // Tests and scripts read this line to learn the port when ADDR ends in :0.
                     eprintln!("toolgate: listening on http://{bound}/mcp");
                 })
                 .await
             }
-            None => downstream::stdio::serve(gateway.clone(), profile, stop.clone()).await,
+            None => downstream::stdio::serve(gateway.clone(), profile, end_sessions.clone()).await,
         };
         // The metrics outlive no MCP session.
         stop_metrics.cancel();
         served
+    };
+    let drain_on_signal = async {
+        stop.cancelled().await;
+        gateway.drain.run().await;
+        end_sessions.cancel();
+        std::future::pending::<Infallible>().await
+    };
+    let mcp = async {
+        tokio::select! {
+            served = mcp => served,
+            never = drain_on_signal => match never {},
+        }
     };
     let scrapes = async {
         if let Some(listener) = metrics {
