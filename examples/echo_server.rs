@@ -10,7 +10,9 @@
 //! `ECHO_STDERR_MSG=<text>` is printed to stderr at startup; `ECHO_EXIT_AT_START=<code>` makes
 //! the server exit with that code before serving; `ECHO_BAD_OUTPUT=1` makes `add` return
 //! structured content that violates its own `outputSchema`; `ECHO_START_DELAY_MS=N` waits N ms
-//! before it reads or answers anything. stdout carries only MCP messages.
+//! before it reads or answers anything. `ECHO_IGNORE_EOF=1` makes a server that will not stop
+//! by itself: it ignores SIGTERM, and when its stdin closes it sleeps on (only SIGKILL ends
+//! it). stdout carries only MCP messages.
 //!
 //! Pinning and clean-description switches (all in one block near the end of the file):
 //! `ECHO_HIDDEN_CHARS=1` puts zero-width, bidi and BOM characters into `echo`'s description
@@ -619,6 +621,18 @@ async fn main() -> anyhow::Result<()> {
             std::process::exit(2);
         }
     };
+    if std::env::var("ECHO_IGNORE_EOF").is_ok_and(|v| v == "1") {
+        // A handler replaces SIGTERM's default action (exit); this one does nothing.
+        let _ignored = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let service = server.clone().serve(stdio_pipes()).await?;
+        let _ = service.waiting().await;
+        // Not `eprintln!`: it panics, ending the process, when the reader of stderr is gone.
+        let _ = writeln!(
+            std::io::stderr(),
+            "{SERVER_NAME}: stdin closed, running on (ECHO_IGNORE_EOF)"
+        );
+        std::future::pending::<()>().await;
+    }
     let service = server.serve(stdio_pipes()).await?;
     service.waiting().await?;
     Ok(())

@@ -97,6 +97,9 @@ pub struct RawGateway {
     /// Write call arguments into the audit log (they may hold secrets, so off by default).
     #[serde(default)]
     pub audit_arguments: bool,
+    /// On SIGTERM, SIGINT or stdin EOF: how long calls in flight may take before they are
+    /// cancelled, in milliseconds.
+    pub drain_grace_ms: Option<u64>,
     /// `native` (default), `code` or `both`: the default of every profile.
     pub mode: Option<Mode>,
     /// How `run_code` shows the tools: `inline`, `catalog` or `auto` (default).
@@ -418,6 +421,8 @@ pub struct Config {
     pub call_timeout_ms: u64,
     pub max_result_bytes: usize,
     pub audit_arguments: bool,
+    /// How long a stopping gateway lets calls in flight finish ([`crate::drain`]).
+    pub drain_grace_ms: u64,
     pub hooks: Vec<HookConfig>,
     pub http: HttpSettings,
     /// Starts, health pings and restarts of upstream servers.
@@ -451,6 +456,8 @@ impl Config {
 pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 60_000;
 /// Default cap on a result's serialized size: 4 MiB.
 pub const DEFAULT_MAX_RESULT_BYTES: usize = 4 * 1024 * 1024;
+/// Default time calls in flight get to finish when the gateway stops: 5 s.
+pub const DEFAULT_DRAIN_GRACE_MS: u64 = 5_000;
 /// Default time limit of one hook call.
 pub const DEFAULT_HOOK_TIMEOUT_MS: u64 = 5_000;
 

@@ -279,6 +279,9 @@ impl ServerHandler for GatewayService {
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
         let mut views = self.gateway.watch_views();
+        // Lists wait for the start rather than change under the client: the baseline is
+        // what a list shows once the gateway is ready; only later arrivals are announced.
+        let _ = self.gateway.ready().await;
         let mut announced = Marks::of(&mut views, &self.profile);
         let stop = self.gateway.shutdown_token();
         loop {
@@ -350,6 +353,15 @@ async fn announce_changes(
     peer: Peer<RoleServer>,
     stop: tokio_util::sync::CancellationToken,
 ) {
+    // Lists wait for the start rather than change under the client: the baseline is what a
+    // list shows once the gateway is ready; only later arrivals are announced.
+    tokio::select! {
+        _ = service.gateway.ready() => {}
+        () = stop.cancelled() => {
+            service.forget_session().await;
+            return;
+        }
+    }
     let mut announced = Marks::of(&mut views, &service.profile);
     // A session can end without a word (HTTP clients just leave): look now and then, so this
     // task does not outlive it until the next change.
@@ -443,8 +455,8 @@ impl Termination {
         Ok(Self {})
     }
 
-    /// Resolves on SIGTERM (a service manager or `kill`) or SIGINT (Ctrl-C).
-    pub async fn wait(mut self) {
+    /// Resolves on the next SIGTERM (a service manager or `kill`) or SIGINT (Ctrl-C).
+    pub async fn recv(&mut self) {
         #[cfg(unix)]
         tokio::select! {
             _ = self.term.recv() => {}

@@ -11,6 +11,10 @@ use crate::{pipeline::CallError, upstream::UpstreamError};
 /// Key of the error object in a failed result's `_meta`.
 pub const META_KEY: &str = "toolgate/error";
 
+/// The gateway is draining ([`crate::drain`]): a call that arrived then was not started, or
+/// one still running at the end of the grace was cancelled.
+pub const SHUTTING_DOWN: &str = "SHUTTING_DOWN";
+
 /// Turns a failed call into what the client receives.
 ///
 /// An unknown (or hidden) tool is a protocol error, `-32602`, as the MCP spec asks; an
@@ -29,6 +33,11 @@ pub fn into_mcp(error: CallError) -> Result<CallToolResult, ErrorData> {
                 meta.insert(META_KEY.to_owned(), json!({ "code": code, "kind": kind }));
             }
             Ok(result)
+        }
+        // A result, not a protocol error: the model reads why, and a client that retries
+        // elsewhere keys on the code.
+        CallError::ShuttingDown | CallError::CutShort(_) => {
+            Ok(error_result(code, error.to_string()))
         }
         CallError::Upstream(UpstreamError::Rpc { error, .. }) => Err(error),
         CallError::Upstream(UpstreamError::Cancelled) => {

@@ -20,6 +20,7 @@ use crate::{
     code_mode::CodeRunner,
     config::ProfileName,
     config::{Config, HookStage},
+    drain::Drain,
     hooks::{ExternalGate, ExternalHook, ExternalPost},
     pinning::{LockError, Pins},
     pipeline::Pipeline,
@@ -110,6 +111,10 @@ pub struct Gateway {
     pub pipeline: Arc<Pipeline>,
     /// Where upstream log messages, resource updates and server requests find their sessions.
     pub relay: Arc<Relay>,
+    /// Admits calls until the gateway stops; then lets those in flight finish or cancels them.
+    pub drain: Arc<Drain>,
+    /// The configured hooks, for their processes to be stopped with the gateway.
+    hooks: Vec<Arc<ExternalHook>>,
     views: watch::Receiver<Arc<Views>>,
     readiness: watch::Receiver<Readiness>,
     shutdown: CancellationToken,
@@ -179,12 +184,22 @@ impl Gateway {
             }
             .run(events, grace, shutdown.clone()),
         );
-        let stages = stages(&config, options.stages, audit);
+        let (stages, hooks) = stages(&config, options.stages, audit);
+        let drain = Arc::new(Drain::new(std::time::Duration::from_millis(
+            config.drain_grace_ms,
+        )));
         let gateway = Arc::new(Self {
-            pipeline: Pipeline::new(upstreams.clone(), stages, code_runner(&config, &shutdown)),
+            pipeline: Pipeline::new(
+                upstreams.clone(),
+                stages,
+                code_runner(&config, &shutdown),
+                drain.clone(),
+            ),
             config,
             upstreams,
             relay,
+            drain,
+            hooks,
             views,
             readiness,
             shutdown,
@@ -250,12 +265,24 @@ impl Gateway {
         &self.tasks
     }
 
-    /// Stops following changes, closes every upstream and kills their process groups.
+    /// Drains the calls in flight (if nobody has yet), stops following changes, stops every
+    /// upstream and command hook with its whole process group, and writes the audit log out.
     pub async fn shutdown(&self) {
+        // Calls first: each ends (answered or cancelled upstream) before its upstream goes.
+        let drained = self.drain.run().await;
+        if drained.in_flight > 0 {
+            tracing::info!(
+                in_flight = drained.in_flight,
+                cancelled = drained.cancelled,
+                "calls drained"
+            );
+        }
         self.shutdown.cancel();
-        self.upstreams.shutdown().await;
+        let hooks = futures::future::join_all(self.hooks.iter().map(|hook| hook.shutdown()));
+        tokio::join!(self.upstreams.shutdown(), hooks);
         self.tasks.close();
         self.tasks.wait().await;
+        self.pipeline.flush_audit().await;
     }
 }
 
@@ -269,11 +296,17 @@ fn code_runner(config: &Config, shutdown: &CancellationToken) -> Option<CodeRunn
 }
 
 /// The configured stages after the given ones: retry → timeout around dispatch; the
-/// configured post hooks; the size cap.
-fn stages(config: &Config, mut stages: Stages, audit: Option<AuditLog>) -> Stages {
+/// configured post hooks; the size cap. Also every configured hook, to stop them at the end.
+fn stages(
+    config: &Config,
+    mut stages: Stages,
+    audit: Option<AuditLog>,
+) -> (Stages, Vec<Arc<ExternalHook>>) {
     let http = reqwest::Client::new();
+    let mut hooks = Vec::with_capacity(config.hooks.len());
     for hook in &config.hooks {
         let hook = Arc::new(ExternalHook::new(hook.clone(), &http));
+        hooks.push(hook.clone());
         match hook.stage() {
             HookStage::Pre => stages.gates.push(Arc::new(ExternalGate(hook))),
             HookStage::Post => stages.posts.push(Arc::new(ExternalPost(hook))),
@@ -283,7 +316,7 @@ fn stages(config: &Config, mut stages: Stages, audit: Option<AuditLog>) -> Stage
     stages.wrappers.push(Arc::new(Timeout));
     stages.max_result_bytes = Some(config.max_result_bytes);
     stages.audit = audit;
-    stages
+    (stages, hooks)
 }
 
 /// Applies one upstream event; returns the server when pinning withheld some of its tools.

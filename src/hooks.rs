@@ -69,6 +69,13 @@ impl ExternalHook {
         Self { config, transport }
     }
 
+    /// Stops a command hook's process group for good; nothing for an HTTP hook.
+    pub async fn shutdown(&self) {
+        if let Transport::Command(command) = &self.transport {
+            command.shutdown().await;
+        }
+    }
+
     pub fn stage(&self) -> HookStage {
         self.config.stage
     }

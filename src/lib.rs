@@ -29,7 +29,12 @@
 //! - [`code_mode`]: `run_code`: the SDK text (pure), the warm pool of sandboxed `toolgate
 //!   worker` processes running Boa, and the host that turns a program's `tools.x()` into
 //!   sub-calls through the pipeline.
-//! - [`child`]: the environment every child process gets (a base set plus its own `env`).
+//! - [`child`]: every child process (upstream, command hook, worker): the environment it
+//!   gets (a base set plus its own `env`), its own process group, killed on drop and, on
+//!   Linux, with the gateway (`PR_SET_PDEATHSIG`: the crate's one `unsafe` block); stopped
+//!   gently (stdin closed, SIGTERM, SIGKILL).
+//! - [`drain`]: stopping cleanly: on SIGTERM, SIGINT or stdin EOF no new calls
+//!   (`SHUTTING_DOWN`), calls in flight finish within `drain_grace_ms`, the rest are cancelled.
 //! - [`downstream`]: the rmcp `ServerHandler` clients talk to, bound to a profile, over stdio
 //!   or HTTP (`/mcp`, `/mcp/{profile}`, bearer tokens, `/metrics`); prompts, resources,
 //!   completion and logging level are answered from the view and forwarded to their server.
@@ -62,11 +67,15 @@
 //! ([`pinning::Pins::apply`]), cleans them ([`clean`]) and rebuilds every profile's view →
 //! each session whose own view's fingerprint for that list changed gets the notification.
 
+// One audited `unsafe` block (the parent-death signal in `child`) allows it for itself.
+#![deny(unsafe_code)]
+
 pub mod child;
 pub mod clean;
 pub mod code_mode;
 pub mod config;
 pub mod downstream;
+pub mod drain;
 pub mod error;
 pub mod gateway;
 pub mod hooks;

@@ -1,9 +1,14 @@
 //! The `toolgate` command: parse the CLI, set up logging to stderr, run, map failures to exit codes.
+//!
+//! Stopping: the first SIGTERM/SIGINT (or, over stdio, the client closing stdin) drains the
+//! calls in flight within `drain_grace_ms`, then the sessions close and every child stops; a
+//! second signal cancels the calls in flight at once.
+#![deny(unsafe_code)]
 
-use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc};
+use std::{convert::Infallible, net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc};
 
 use clap::{Parser, Subcommand};
-use tokio_util::sync::CancellationToken;
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use toolgate::{
     config::{self, ProfileName},
     downstream, error,
@@ -148,7 +153,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(run(cli.command, config, profile))
+    let code = runtime.block_on(run(cli.command, config, profile));
+    // Every child is stopped by now. Do not wait for a blocking read of stdin (rmcp's
+    // fallback when stdin or stdout is not a pipe) that only the client can end.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    code
 }
 
 /// The profile named on the command line, or `default`; over HTTP the caller picks per request.
@@ -192,18 +201,61 @@ async fn run(command: Command, config: config::Config, profile: ProfileName) -> 
             return ExitCode::FAILURE;
         }
     };
-    let stop = CancellationToken::new();
-    let on_signal = stop.clone();
-    tokio::spawn(async move {
-        signals.wait().await;
-        tracing::info!("stopping on signal");
-        on_signal.cancel();
-    });
+    let signalled = Signalled::default();
+    // Owned here, and ended by `done` once the gateway has stopped.
+    let done = CancellationToken::new();
+    let watcher = TaskTracker::new();
+    watcher.spawn(watch_signals(signals, signalled.clone(), done.clone()));
+    let code = run_gateway(command, config, profile, &signalled).await;
+    done.cancel();
+    watcher.close();
+    watcher.wait().await;
+    code
+}
+
+/// What the signals asked for so far.
+#[derive(Clone, Default)]
+struct Signalled {
+    /// The first SIGTERM/SIGINT: stop, draining calls in flight.
+    stop: CancellationToken,
+    /// A second one: cancel the calls in flight now instead of at the end of the grace.
+    hurry: CancellationToken,
+}
+
+async fn watch_signals(
+    mut signals: downstream::Termination,
+    signalled: Signalled,
+    done: CancellationToken,
+) {
+    let steps = [
+        (&signalled.stop, "stopping on signal"),
+        (
+            &signalled.hurry,
+            "second signal: cancelling the calls in flight",
+        ),
+    ];
+    for (token, message) in steps {
+        tokio::select! {
+            () = signals.recv() => {}
+            // The gateway stopped by itself.
+            () = done.cancelled() => return,
+        }
+        tracing::info!("{message}");
+        token.cancel();
+    }
+}
+
+async fn run_gateway(
+    command: Command,
+    config: config::Config,
+    profile: ProfileName,
+    signalled: &Signalled,
+) -> ExitCode {
     if let Command::Pin { check } = command {
         return tokio::select! {
             code = toolgate::pinning::command::run(&config, check) => code,
             // Dropping the run kills every child started so far; nothing was written.
-            () = stop.cancelled() => ExitCode::from(EXIT_INTERRUPTED),
+            () = signalled.stop.cancelled() => ExitCode::from(EXIT_INTERRUPTED),
         };
     }
     let options = StartOptions {
@@ -219,7 +271,7 @@ async fn run(command: Command, config: config::Config, profile: ProfileName) -> 
         // Started (or failed to).
         started = Gateway::start_with(config, options) => started,
         // A signal during startup: dropping the start kills every child started so far.
-        () = stop.cancelled() => return ExitCode::SUCCESS,
+        () = signalled.stop.cancelled() => return ExitCode::SUCCESS,
     };
     let gateway = match started {
         Ok(gateway) => gateway,
@@ -231,33 +283,45 @@ async fn run(command: Command, config: config::Config, profile: ProfileName) -> 
             };
         }
     };
-    let code = match command {
-        Command::Serve { http, metrics, .. } => {
-            let unservable = async {
-                match gateway.ready().await {
-                    Err(error) => error,
-                    Ok(()) => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                code = serve(gateway.clone(), http, metrics, profile, stop.clone()) => code,
-                // The start check failed once the servers were in: refuse, as before serving.
-                error = unservable => {
-                    eprintln!("toolgate: {error}");
-                    stop.cancel();
-                    ExitCode::from(EXIT_CONFIG)
+    let work = async {
+        let code = match command {
+            Command::Serve { http, metrics, .. } => {
+                let unservable = async {
+                    match gateway.ready().await {
+                        Err(error) => error,
+                        Ok(()) => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    code = serve(gateway.clone(), http, metrics, profile, &signalled.stop) => code,
+                    // The start check failed once the servers were in: refuse, as before serving.
+                    error = unservable => {
+                        eprintln!("toolgate: {error}");
+                        signalled.stop.cancel();
+                        ExitCode::from(EXIT_CONFIG)
+                    }
                 }
             }
-        }
-        Command::Check => check(&gateway),
-        Command::Tools => tools(&gateway, &profile),
-        Command::Sdk => sdk(&gateway, &profile),
-        Command::Call { tool, arguments } => call(&gateway, &profile, tool, &arguments).await,
-        // Served by `main` before anything else starts, or above without a gateway.
-        Command::Worker(_) | Command::Import(_) | Command::Pin { .. } => ExitCode::FAILURE,
+            Command::Check => check(&gateway),
+            Command::Tools => tools(&gateway, &profile),
+            Command::Sdk => sdk(&gateway, &profile),
+            Command::Call { tool, arguments } => call(&gateway, &profile, tool, &arguments).await,
+            // Served by `main` before anything else starts, or above without a gateway.
+            Command::Worker(_) | Command::Import(_) | Command::Pin { .. } => ExitCode::FAILURE,
+        };
+        // Drains whatever is still in flight, then stops every child.
+        gateway.shutdown().await;
+        code
     };
-    gateway.shutdown().await;
-    code
+    let hurry = async {
+        signalled.hurry.cancelled().await;
+        gateway.drain.hurry();
+        std::future::pending::<Infallible>().await
+    };
+    tokio::select! {
+        code = work => code,
+        never = hurry => match never {},
+    }
 }
 
 async fn serve(
@@ -265,7 +329,7 @@ async fn serve(
     http: Option<SocketAddr>,
     metrics: Option<SocketAddr>,
     profile: ProfileName,
-    stop: CancellationToken,
+    stop: &CancellationToken,
 ) -> ExitCode {
     let metrics_addr = metrics.or(gateway.config.http.metrics_addr);
     if let Some(Err(error)) = metrics_addr.map(|a| gateway.config.http.check_metrics_addr(a)) {
@@ -289,21 +353,36 @@ async fn serve(
         },
         None => None,
     };
-    let stop_metrics = stop.child_token();
+    // Fired once the calls in flight are drained: only then do the sessions close, so that
+    // their answers still reach the clients.
+    let end_sessions = CancellationToken::new();
+    let stop_metrics = end_sessions.child_token();
     let mcp = async {
         let served = match http {
             Some(addr) => {
-                downstream::http::serve(gateway.clone(), addr, stop.clone(), |bound| {
+                downstream::http::serve(gateway.clone(), addr, end_sessions.clone(), |bound| {
                     // Tests and scripts read this line to learn the port when ADDR ends in :0.
                     eprintln!("toolgate: listening on http://{bound}/mcp");
                 })
                 .await
             }
-            None => downstream::stdio::serve(gateway.clone(), profile, stop.clone()).await,
+            None => downstream::stdio::serve(gateway.clone(), profile, end_sessions.clone()).await,
         };
         // The metrics outlive no MCP session.
         stop_metrics.cancel();
         served
+    };
+    let drain_on_signal = async {
+        stop.cancelled().await;
+        gateway.drain.run().await;
+        end_sessions.cancel();
+        std::future::pending::<Infallible>().await
+    };
+    let mcp = async {
+        tokio::select! {
+            served = mcp => served,
+            never = drain_on_signal => match never {},
+        }
     };
     let scrapes = async {
         if let Some(listener) = metrics {

@@ -38,6 +38,7 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     code_mode::CodeRunner,
     config::{Mode, ProfileName},
+    drain::{Admission, Drain},
     registry::{Target, ToolEntry, View},
     upstream::{CallContext, ProgressSink, UpstreamError, Upstreams},
 };
@@ -229,6 +230,14 @@ pub enum CallError {
     TooLarge { size: usize, limit: usize },
     #[error(transparent)]
     Upstream(#[from] UpstreamError),
+    /// The gateway is draining: the call was not started.
+    #[error("the gateway is shutting down and takes no new calls")]
+    ShuttingDown,
+    /// The gateway is draining and the call outlasted the grace: it was cancelled upstream.
+    #[error(
+        "the gateway is shutting down: the call was cancelled at the end of the {0}ms drain grace"
+    )]
+    CutShort(u64),
 }
 
 impl CallError {
@@ -243,6 +252,7 @@ impl CallError {
             CallError::InvalidOutput(_) => "INVALID_TOOL_OUTPUT",
             CallError::TooLarge { .. } => "RESULT_TOO_LARGE",
             CallError::Upstream(error) => error.code(),
+            CallError::ShuttingDown | CallError::CutShort(_) => crate::error::SHUTTING_DOWN,
         }
     }
 
@@ -279,6 +289,8 @@ pub struct Pipeline {
     pub metrics: Arc<metrics::Metrics>,
     audit: Option<audit::AuditLog>,
     next_call: AtomicU64,
+    /// Admits calls until the gateway drains.
+    drain: Arc<Drain>,
 }
 
 /// What goes into a [`Pipeline`] besides the upstreams.
@@ -293,8 +305,14 @@ pub struct Stages {
 }
 
 impl Pipeline {
-    pub fn new(upstreams: Arc<Upstreams>, stages: Stages, code: Option<CodeRunner>) -> Arc<Self> {
+    pub fn new(
+        upstreams: Arc<Upstreams>,
+        stages: Stages,
+        code: Option<CodeRunner>,
+        drain: Arc<Drain>,
+    ) -> Arc<Self> {
         Arc::new_cyclic(|me| Self {
+            drain,
             upstreams,
             code,
             me: me.clone(),
@@ -359,13 +377,50 @@ impl Pipeline {
             progress: call.progress,
             client: call.client,
         };
-        let outcome = if violations.is_empty() {
-            self.run(&tool_call, call.cancel).await
-        } else {
+        let mut admitted = None;
+        let outcome = if !violations.is_empty() {
             Err(CallError::InvalidArgs(violations))
+        } else if from_program {
+            // Part of its program's call, which was admitted and is cancelled with it.
+            self.run(&tool_call, call.cancel).await
+        } else if let Some(admission) = self.drain.admit() {
+            let outcome = self
+                .run_admitted(&admission, &tool_call, &call.cancel)
+                .await;
+            admitted = Some(admission);
+            outcome
+        } else {
+            Err(CallError::ShuttingDown)
         };
         self.record(&tool_call, &outcome, started);
+        // In flight until recorded: when a drain ends, every drained call's audit line is queued.
+        drop(admitted);
         outcome
+    }
+
+    /// Runs an admitted call; a drain that outlasts its grace cancels it like the client could.
+    async fn run_admitted(
+        &self,
+        admission: &Admission,
+        call: &ToolCall,
+        client: &CancellationToken,
+    ) -> Result<CallToolResult, CallError> {
+        let outcome = admission.run(client, |cancel| self.run(call, cancel)).await;
+        match outcome {
+            // Whatever the cancel made of it (cancelled, timed out, a failed run), the drain
+            // is the reason the client should read.
+            Err(_) if admission.cut_short() && !client.is_cancelled() => {
+                Err(CallError::CutShort(self.drain.grace().as_millis() as u64))
+            }
+            outcome => outcome,
+        }
+    }
+
+    /// Waits until every audit line so far is written (bounded): before the process exits.
+    pub async fn flush_audit(&self) {
+        if let Some(audit) = &self.audit {
+            audit.flush().await;
+        }
     }
 
     async fn run(
@@ -428,7 +483,9 @@ impl Pipeline {
         let decision = match outcome {
             Err(CallError::Denied { .. }) => "deny",
             Err(CallError::Blocked { .. }) => "block",
-            Err(CallError::InvalidArgs(_)) | Err(CallError::UnknownTool(_)) => "reject",
+            Err(CallError::InvalidArgs(_))
+            | Err(CallError::UnknownTool(_))
+            | Err(CallError::ShuttingDown) => "reject",
             _ => "allow",
         };
         // Counted like the audit log: an upstream's own `isError` result is an error too.

@@ -158,6 +158,7 @@ fn hooks_and_limits_validate_with_defaults() {
     )
     .unwrap();
     assert_eq!(config.call_timeout_ms, 1000);
+    assert_eq!(config.drain_grace_ms, 5000, "the default grace");
     assert_eq!(config.servers[0].timeout_ms, Some(500));
     assert_eq!(
         config.servers[0].retry,
@@ -290,4 +291,24 @@ fn pinning_defaults_and_an_explicit_section() {
         assert!(error.starts_with("test.toml: "), "{error}");
         assert!(error.contains(key), "{text}: {error}");
     }
+}
+
+#[test]
+fn the_drain_grace_is_read_and_zero_is_allowed() {
+    assert_eq!(
+        parse("[gateway]\ndrain_grace_ms = 250\n")
+            .unwrap()
+            .drain_grace_ms,
+        250
+    );
+    assert_eq!(
+        parse("[gateway]\ndrain_grace_ms = 0\n")
+            .unwrap()
+            .drain_grace_ms,
+        0
+    );
+    let bad = parse("[gateway]\ndrain_grace = 250\n")
+        .unwrap_err()
+        .to_string();
+    assert!(bad.contains("drain_grace"), "{bad}");
 }

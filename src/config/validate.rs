@@ -3,7 +3,7 @@
 use std::{collections::BTreeMap, path::PathBuf};
 
 use super::{
-    Config, ConfigError, DEFAULT_CALL_TIMEOUT_MS, DEFAULT_HOOK_TIMEOUT_MS,
+    Config, ConfigError, DEFAULT_CALL_TIMEOUT_MS, DEFAULT_DRAIN_GRACE_MS, DEFAULT_HOOK_TIMEOUT_MS,
     DEFAULT_MAX_RESULT_BYTES, HookConfig, HookTransport, Profile, ProfileName, RawConfig, RawHook,
     RawProfile, RawServer, Retry, Secret, ServerConfig, ServerId, ServerName, Transport,
 };
@@ -80,6 +80,8 @@ pub fn validate(
         call_timeout_ms,
         max_result_bytes: gateway.max_result_bytes.unwrap_or(DEFAULT_MAX_RESULT_BYTES),
         audit_arguments: gateway.audit_arguments,
+        // 0 is allowed: cancel whatever is in flight at once.
+        drain_grace_ms: gateway.drain_grace_ms.unwrap_or(DEFAULT_DRAIN_GRACE_MS),
         hooks,
         source: file.to_owned(),
         prefix: gateway.prefix,

@@ -43,7 +43,7 @@ use rmcp::{
     model::{ErrorCode, ErrorData, RequestId},
     transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService},
 };
-use tokio_util::sync::CancellationToken;
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use tower_service::Service;
 
 pub use self::metrics::MetricsListener;
@@ -68,6 +68,9 @@ const SESSION_HEADER: &str = "mcp-session-id";
 const SESSION_RETRY_AFTER_SECS: u64 = 30;
 /// rmcp's SSE keep-alive, when the idle timeout leaves room for it.
 const SSE_KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// How long a stopping server waits for `tools/call` answers still being sent (the calls
+/// themselves are over: the gateway drained them first).
+const ANSWERS_OUT: Duration = Duration::from_secs(2);
 
 /// Everything a request meets before rmcp: the checks of the module doc, then its endpoint.
 struct Front {
@@ -76,6 +79,8 @@ struct Front {
     endpoints: HashMap<ProfileName, Endpoint>,
     sessions: Arc<SessionLimits>,
     in_flight: Arc<InFlight>,
+    /// `tools/call` answers not yet sent: a stopping server lets them go out first.
+    answering: TaskTracker,
     body_timeout: Duration,
     gateway: Arc<Gateway>,
 }
@@ -118,6 +123,7 @@ impl Front {
             .and_then(|v| v.to_str().ok());
         let envelope = Envelope::peek(&bytes);
         let mut claim = None;
+        let mut answering = None;
         let mut reservation = None;
         if let Some(envelope) = &envelope
             && let Some((id, method)) = envelope.request()
@@ -126,6 +132,9 @@ impl Front {
                 && let Some(problem) = self.call_params_problem(envelope)
             {
                 return jsonrpc_error(id.clone(), ErrorData::invalid_params(problem, None));
+            }
+            if method == TOOLS_CALL {
+                answering = Some(self.answering.token());
             }
             match session {
                 Some(session) => match self.in_flight.begin(session, id) {
@@ -142,9 +151,9 @@ impl Front {
         let response = forward(endpoint, Request::from_parts(parts, Body::from(bytes))).await;
         // rmcp has counted the new session (if any) by now.
         drop(reservation);
-        match claim {
-            Some(claim) => hold_until_sent(response, claim),
-            None => response,
+        match (claim, answering) {
+            (None, None) => response,
+            held => hold_until_sent(response, held),
         }
     }
 
@@ -182,7 +191,8 @@ fn session_cap_refusal(id: &RequestId, message: String) -> Response {
     response
 }
 
-/// Binds `addr` and serves until `stop_serving` fires (SIGTERM/SIGINT) or the gateway stops.
+/// Binds `addr` and serves until `stop_serving` fires (after a signal, once the calls in
+/// flight are drained) or the gateway stops; answers still being sent go out first.
 /// Calls `on_bound` with the real address (useful with port 0).
 pub async fn serve(
     gateway: Arc<Gateway>,
@@ -238,9 +248,11 @@ pub async fn serve(
         endpoints,
         sessions,
         in_flight: Arc::default(),
+        answering: TaskTracker::new(),
         body_timeout: settings.body_timeout,
         gateway: gateway.clone(),
     });
+    let answering = front.answering.clone();
 
     let app =
         axum::Router::new()
@@ -300,6 +312,14 @@ pub async fn serve(
             () = stop_serving.cancelled() => {}
             // The gateway is stopping for another reason.
             () = stop.cancelled() => {}
+        }
+        // Closing the sessions now would drop answers on their way out.
+        answering.close();
+        if tokio::time::timeout(ANSWERS_OUT, answering.wait())
+            .await
+            .is_err()
+        {
+            tracing::debug!("tools/call answers still unsent after {ANSWERS_OUT:?}");
         }
         stop.cancel();
         // The listener drains and returns on its own now.

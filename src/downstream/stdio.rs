@@ -1,15 +1,26 @@
 //! Serving one MCP session on the gateway's own stdin/stdout.
 
-use std::sync::Arc;
+use std::{
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll},
+};
 
 use rmcp::{ServiceExt, transport::async_rw::AsyncRwTransport};
+use tokio::io::{AsyncRead, ReadBuf};
 use tokio_util::sync::CancellationToken;
 
 use super::{GatewayService, guard::Guarded};
 use crate::{config::ProfileName, gateway::Gateway};
 
-/// Serves `profile` until the client closes stdin, `stop` fires (SIGTERM/SIGINT), or the
-/// session fails. The caller has checked that `profile` exists.
+/// Serves `profile` until the client closes stdin, `stop` fires (after a signal, once the
+/// calls in flight are drained), or the session fails. The caller has checked that `profile`
+/// exists.
+///
+/// When the client closes stdin nobody is left to read answers, but the calls in flight still
+/// end cleanly (finished, or cancelled upstream at the end of `drain_grace_ms`, and audited):
+/// the drain starts at once, rather than after rmcp's own fixed wait for its handlers (5 s,
+/// after which it cancels them itself, so that wait also bounds the grace here).
 pub async fn serve(
     gateway: Arc<Gateway>,
     profile: ProfileName,
@@ -18,6 +29,11 @@ pub async fn serve(
     let service = GatewayService::new(gateway.clone(), profile);
     // Non-blocking pipes: the blocking `stdio()` costs a thread hand-off per message.
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
+    let client_gone = CancellationToken::new();
+    let stdin = EofSignal {
+        inner: stdin,
+        eof: client_gone.clone(),
+    };
     // Duplicate ids and malformed `tools/call` params are answered before rmcp dispatches.
     let transport = Guarded::new(AsyncRwTransport::new_server(stdin, stdout));
     let handshake = service.serve(transport);
@@ -28,16 +44,48 @@ pub async fn serve(
         () = stop.cancelled() => return Ok(()),
     };
     let cancel = running.cancellation_token();
+    let waiting = running.waiting();
+    tokio::pin!(waiting);
     tokio::select! {
-        // The client went away (stdin closed) or the session ended.
-        quit = running.waiting() => {
+        // The session ended by itself.
+        quit = &mut waiting => {
             tracing::info!(reason = ?quit, "client session ended");
+            return Ok(());
         }
-        // Asked to stop.
-        () = stop.cancelled() => {
-            tracing::info!("stopping on signal");
-            cancel.cancel();
+        // The client closed stdin: let the calls in flight end within the grace.
+        () = client_gone.cancelled() => {
+            tracing::info!("client closed stdin");
+            gateway.drain.run().await;
         }
+        // Asked to stop, and the calls in flight are drained.
+        () = stop.cancelled() => cancel.cancel(),
     }
+    let quit = waiting.await;
+    tracing::info!(reason = ?quit, "client session ended");
     Ok(())
+}
+
+/// Stdin that fires `eof` when the client closes it.
+struct EofSignal<R> {
+    inner: R,
+    eof: CancellationToken,
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for EofSignal<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        // A successful read of nothing into room for something is end of file.
+        if matches!(polled, Poll::Ready(Ok(())))
+            && buf.filled().len() == before
+            && buf.remaining() > 0
+        {
+            self.eof.cancel();
+        }
+        polled
+    }
 }

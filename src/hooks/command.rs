@@ -1,4 +1,9 @@
 //! A command hook: one long-lived process, JSON lines both ways, answers matched by `call_id`.
+//!
+//! The process leads its own process group ([`crate::child::spawn_group`]), and the whole
+//! group ends on every way out: [`CommandHook::shutdown`] when the gateway stops (stdin
+//! closed, then SIGTERM, then SIGKILL), a restart after it died (the old group is killed as
+//! its handle drops), and any other drop. So `sh -c "helper & exec hook"` leaves no `helper`.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -9,15 +14,16 @@ use std::{
     },
 };
 
-use process_wrap::tokio::{ChildWrapper, CommandWrap, KillOnDrop, ProcessGroup};
 use serde_json::Value;
 use tokio::{
     io::{AsyncBufReadExt, AsyncWriteExt, BufReader},
     process::ChildStdin,
     sync::oneshot,
 };
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::HookError;
+use crate::child::ChildGroup;
 
 type Pending = Arc<Mutex<HashMap<String, oneshot::Sender<Result<Value, HookError>>>>>;
 
@@ -28,14 +34,19 @@ pub struct CommandHook {
     args: Vec<String>,
     env: BTreeMap<String, String>,
     running: tokio::sync::Mutex<Option<Running>>,
+    /// Set by [`CommandHook::shutdown`]: the hook is not started again.
+    closed: AtomicBool,
 }
 
 struct Running {
     stdin: ChildStdin,
     pending: Pending,
     alive: Arc<AtomicBool>,
-    /// Kept so the process group is killed when this is dropped (kill-on-drop).
-    _child: Box<dyn ChildWrapper>,
+    /// Dropping it kills the whole process group.
+    child: ChildGroup,
+    /// Ends the stdout reader when the process is dropped, even if a grandchild still holds
+    /// the pipe open.
+    _reader: DropGuard,
 }
 
 impl CommandHook {
@@ -51,32 +62,39 @@ impl CommandHook {
             args,
             env,
             running: tokio::sync::Mutex::new(None),
+            closed: AtomicBool::new(false),
         }
     }
 
     fn spawn(&self) -> Result<Running, HookError> {
-        let mut wrap = CommandWrap::with_new(&self.program, |cmd| {
+        let mut child = crate::child::spawn_group(&self.program, |cmd| {
             crate::child::set_env(cmd, &self.env);
             cmd.args(&self.args)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::inherit());
-        });
-        wrap.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
-        let mut child = wrap
-            .spawn()
-            .map_err(|e| HookError::Process(format!("could not run {:?}: {e}", self.program)))?;
-        let (Some(stdin), Some(stdout)) = (child.stdin().take(), child.stdout().take()) else {
+        })
+        .map_err(|e| HookError::Process(format!("could not run {:?}: {e}", self.program)))?;
+        let (Some(stdin), Some(stdout)) = (child.take_stdin(), child.take_stdout()) else {
             return Err(HookError::Process("no stdio pipes".into()));
         };
         let pending: Pending = Arc::default();
         let alive = Arc::new(AtomicBool::new(true));
         let key = self.key.clone();
         let (reader_pending, reader_alive) = (pending.clone(), alive.clone());
-        // Owned by the process: ends at its EOF, which its kill (on drop) guarantees.
+        let stop_reading = CancellationToken::new();
+        let stopped = stop_reading.clone();
+        // Owned by `Running` (its drop guard stops it); otherwise ends at the hook's EOF.
         tokio::spawn(async move {
             let mut lines = BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
+            loop {
+                let line = tokio::select! {
+                    () = stopped.cancelled() => break,
+                    line = lines.next_line() => match line {
+                        Ok(Some(line)) => line,
+                        _ => break,
+                    },
+                };
                 let answer: Option<Value> = serde_json::from_str(&line).ok();
                 let call_id = answer
                     .as_ref()
@@ -105,8 +123,23 @@ impl CommandHook {
             stdin,
             pending,
             alive,
-            _child: child,
+            child,
+            _reader: stop_reading.drop_guard(),
         })
+    }
+
+    /// Stops the hook for good: closes its stdin (the way it is asked to exit), then SIGTERMs
+    /// and at last SIGKILLs its process group ([`ChildGroup::stop`]). Later calls fail.
+    pub async fn shutdown(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        let Some(running) = self.running.lock().await.take() else {
+            return;
+        };
+        let Running {
+            stdin, mut child, ..
+        } = running;
+        drop(stdin);
+        child.stop().await;
     }
 
     /// Writes `request` and waits for the line answering `call_id`.
@@ -114,10 +147,15 @@ impl CommandHook {
         let (answer, waiting) = oneshot::channel();
         let pending = {
             let mut running = self.running.lock().await;
-            if !running
-                .as_ref()
-                .is_some_and(|r| r.alive.load(Ordering::SeqCst))
-            {
+            if self.closed.load(Ordering::SeqCst) {
+                return Err(HookError::Process("the gateway is shutting down".into()));
+            }
+            // Its stdout's EOF tells a death, unless a grandchild holds the pipe open: the
+            // exit of the process itself counts too.
+            if !running.as_mut().is_some_and(|r| {
+                r.alive.load(Ordering::SeqCst) && matches!(r.child.try_wait(), Ok(None))
+            }) {
+                // Replacing a dead process drops it, which kills what is left of its group.
                 *running = Some(self.spawn()?);
             }
             let Some(process) = running.as_mut() else {

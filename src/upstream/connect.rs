@@ -1,4 +1,8 @@
 //! Connecting to one upstream: a stdio child in its own process group, or a streamable-HTTP URL.
+//!
+//! A stdio child is stopped gently: the client closes (which closes the child's stdin, the
+//! way a stdio server is asked to exit), then [`ChildGroup::stop`] waits, SIGTERMs the group
+//! and at last SIGKILLs it, within a few seconds in all.
 
 use std::{
     collections::VecDeque,
@@ -9,7 +13,6 @@ use std::{
     time::Duration,
 };
 
-use process_wrap::tokio::{ChildWrapper, CommandWrap, KillOnDrop, ProcessGroup};
 use rmcp::{
     RoleClient, ServiceExt,
     service::{Peer, QuitReason, RunningServiceCancellationToken},
@@ -20,14 +23,18 @@ use rmcp::{
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use super::client::UpstreamClient;
-use crate::config::{ServerConfig, ServerId, Transport};
+use crate::{
+    child::ChildGroup,
+    config::{ServerConfig, ServerId, Transport},
+};
 
 /// Lines of a child's stderr kept to explain a failure.
 const STDERR_TAIL_LINES: usize = 20;
 /// How long to let a dying child's last stderr lines arrive before reporting.
 const STDERR_DRAIN: Duration = Duration::from_millis(500);
-/// How long a closing client may take before its child is killed anyway.
-const CLOSE_GRACE: Duration = Duration::from_secs(2);
+/// How long the client may take to close (and so close the child's stdin) before the child
+/// is stopped anyway.
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
 type Done = Pin<Box<dyn Future<Output = Result<QuitReason, tokio::task::JoinError>> + Send>>;
 
@@ -60,7 +67,8 @@ impl Connection {
         self.process.describe_failure(what).await
     }
 
-    /// Closes the client, then kills the child's whole process group and reaps it.
+    /// Closes the client, which closes the child's stdin, then stops the child's whole
+    /// process group gently ([`ChildGroup::stop`]: wait, SIGTERM, SIGKILL) and reaps it.
     pub async fn stop(&mut self) {
         if let Some(cancel) = self.cancel.take() {
             cancel.cancel();
@@ -68,7 +76,7 @@ impl Connection {
         if let Some(done) = self.done.take() {
             let _ = tokio::time::timeout(CLOSE_GRACE, done).await;
         }
-        self.process.kill().await;
+        self.process.stop().await;
     }
 }
 
@@ -86,7 +94,9 @@ pub async fn connect(
             env,
             cwd,
         } => {
-            let mut wrap = CommandWrap::with_new(command, |cmd| {
+            // Its own group, so `npx`/`uv` grandchildren die with it; killed on drop and,
+            // on Linux, with the gateway.
+            let mut child = crate::child::spawn_group(command, |cmd| {
                 crate::child::set_env(cmd, env);
                 cmd.args(args)
                     .stdin(Stdio::piped())
@@ -95,16 +105,12 @@ pub async fn connect(
                 if let Some(cwd) = cwd {
                     cmd.current_dir(cwd);
                 }
-            });
-            // Its own group, so `npx`/`uv` grandchildren die with it; kill-on-drop as the backstop.
-            wrap.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
-            let mut child = wrap
-                .spawn()
-                .map_err(|e| format!("could not run {command:?}: {e}"))?;
-            let (Some(stdout), Some(stdin)) = (child.stdout().take(), child.stdin().take()) else {
+            })
+            .map_err(|e| format!("could not run {command:?}: {e}"))?;
+            let (Some(stdout), Some(stdin)) = (child.take_stdout(), child.take_stdin()) else {
                 return Err("child process has no stdio pipes".into());
             };
-            let stderr = child.stderr().take().map(|stderr| {
+            let stderr = child.take_stderr().map(|stderr| {
                 StderrTail::spawn(config.id.clone(), stderr, handler.log_budget.clone())
             });
             let stdout = super::size_guard::SizeGuard::new(stdout, max_message_bytes);
@@ -152,7 +158,7 @@ pub async fn connect(
 
 /// The local side of a stdio server (nothing for an HTTP one): the child and its stderr.
 struct Process {
-    child: Option<Box<dyn ChildWrapper>>,
+    child: Option<ChildGroup>,
     stderr: Option<StderrTail>,
 }
 
@@ -183,13 +189,17 @@ impl Process {
         text
     }
 
-    /// Kills the child's whole process group and reaps it.
+    /// Kills the child's whole process group now and reaps it: it failed anyway.
     async fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
-            if let Err(error) = child.start_kill() {
-                tracing::debug!(%error, "child group already gone");
-            }
-            let _ = tokio::time::timeout(CLOSE_GRACE, child.wait()).await;
+            child.kill().await;
+        }
+    }
+
+    /// Stops the child's whole process group gently and reaps it.
+    async fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.stop().await;
         }
     }
 }

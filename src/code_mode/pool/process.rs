@@ -76,13 +76,14 @@ pub(super) struct WorkerProcess {
 }
 
 impl WorkerProcess {
-    /// Starts `exe worker` with a cleared environment, in its own process group, and waits for `ready`.
+    /// Starts `exe worker` with a cleared environment, contained ([`crate::child::contain`]), and waits for `ready`.
     pub async fn spawn(
         exe: &Path,
         spec: WorkerSpec,
         ready_within: Duration,
     ) -> Result<Self, SpawnError> {
-        let mut child = Command::new(exe)
+        let mut command = Command::new(exe);
+        command
             .arg("worker")
             .arg("--memory-bytes")
             .arg(spec.memory_bytes.to_string())
@@ -92,14 +93,14 @@ impl WorkerProcess {
             .current_dir("/")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .process_group(0)
-            .spawn()
-            .map_err(|source| SpawnError::Start {
-                exe: exe.display().to_string(),
-                source,
-            })?;
+            .stderr(Stdio::piped());
+        // Its own group, killed on drop and (Linux) with the gateway. A worker cannot fork
+        // (RLIMIT_NPROC = 0, seccomp), so the leader is all there is to kill.
+        crate::child::contain(&mut command);
+        let mut child = command.spawn().map_err(|source| SpawnError::Start {
+            exe: exe.display().to_string(),
+            source,
+        })?;
         let (Some(stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {

@@ -120,8 +120,8 @@ impl Drop for Claim {
 }
 
 /// `response` with `claim` held until its body is done, so the id stays taken while the
-/// answer is still streaming.
-pub fn hold_until_sent(response: Response, claim: Claim) -> Response {
+/// answer is still streaming (and, for a `tools/call`, a stopping server waits for it).
+pub fn hold_until_sent<C: Send + Sync + 'static>(response: Response, claim: C) -> Response {
     let (parts, body) = response.into_parts();
     let body = body.map_frame(move |frame| {
         let _held = &claim;

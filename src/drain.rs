@@ -1,0 +1,292 @@
+//! Draining: on SIGTERM, SIGINT or stdin EOF, take no new calls, let those in flight finish within `drain_grace_ms`, then cancel the rest.
+//!
+//! Every call from a client passes [`Drain::admit`] in the pipeline and holds its
+//! [`Admission`] until it has been recorded (audit line, metrics). [`Drain::run`] then:
+//! 1. refuses every later call (`SHUTTING_DOWN`), while sessions stay open so that answers
+//!    still reach their clients;
+//! 2. waits until the admitted calls are done, at most the grace;
+//! 3. cancels those still running: each sends `notifications/cancelled` to its upstream and
+//!    ends with `SHUTTING_DOWN`; they get a short while more to do so.
+//!
+//! Only then do the sessions close and the upstreams stop. The calls a `run_code` program
+//! makes are not admitted separately: they belong to their program's call, and end with it.
+
+use std::{convert::Infallible, future::Future, sync::OnceLock, time::Duration};
+
+use tokio::time::Instant;
+use tokio_util::{
+    sync::CancellationToken,
+    task::{TaskTracker, task_tracker::TaskTrackerToken},
+};
+
+/// How long cancelled calls get, after the grace, to reach their upstream and be recorded.
+const SETTLE: Duration = Duration::from_secs(2);
+
+/// The gateway's one drain: shared by the pipeline (admission) and whoever stops the gateway.
+#[derive(Debug)]
+pub struct Drain {
+    grace: Duration,
+    /// Fired when draining starts: no call is admitted after it.
+    closing: CancellationToken,
+    /// Fired when the grace is over (or on [`Drain::hurry`]): admitted calls are cancelled.
+    cut: CancellationToken,
+    /// One token per admitted call still running.
+    calls: TaskTracker,
+    /// When the grace ends, fixed by the first caller of [`Drain::run`].
+    deadline: OnceLock<Instant>,
+}
+
+/// What one drain did, for the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Drained {
+    /// Calls in flight when draining started.
+    pub in_flight: usize,
+    /// Of those, the ones still running at the end of the grace, and cancelled.
+    pub cancelled: usize,
+}
+
+impl Drain {
+    pub fn new(grace: Duration) -> Self {
+        Self {
+            grace,
+            closing: CancellationToken::new(),
+            cut: CancellationToken::new(),
+            calls: TaskTracker::new(),
+            deadline: OnceLock::new(),
+        }
+    }
+
+    pub fn grace(&self) -> Duration {
+        self.grace
+    }
+
+    /// Whether calls are being refused.
+    pub fn is_draining(&self) -> bool {
+        self.closing.is_cancelled()
+    }
+
+    /// Lets one call in, unless draining has started.
+    pub fn admit(&self) -> Option<Admission> {
+        // The token first, then the check: a drain that starts in between then waits for this
+        // call (its wait sees the token), or this call sees the drain; never neither.
+        let in_flight = self.calls.token();
+        if self.closing.is_cancelled() {
+            return None;
+        }
+        Some(Admission {
+            _in_flight: in_flight,
+            cut: self.cut.clone(),
+        })
+    }
+
+    /// Drains (see the module doc) and returns when no admitted call is left, or at the end
+    /// of the grace plus a short settling time. Safe to call again or concurrently: every
+    /// caller waits for the same deadline, fixed by the first.
+    pub async fn run(&self) -> Drained {
+        let deadline = *self.deadline.get_or_init(|| Instant::now() + self.grace);
+        let in_flight = self.calls.len();
+        self.closing.cancel();
+        self.calls.close();
+        if in_flight > 0 {
+            tracing::info!(
+                in_flight,
+                grace_ms = self.grace.as_millis() as u64,
+                "draining: waiting for calls in flight"
+            );
+        }
+        let finished = tokio::select! {
+            // Checked first: a later run, past the deadline, finds the calls already done.
+            biased;
+            () = self.calls.wait() => true,
+            () = tokio::time::sleep_until(deadline) => false,
+            // A second signal: no more waiting.
+            () = self.cut.cancelled() => false,
+        };
+        let mut cancelled = 0;
+        if !finished {
+            cancelled = self.calls.len();
+            tracing::info!(
+                cancelled,
+                "drain grace over: cancelling the calls still running"
+            );
+            self.cut.cancel();
+            if tokio::time::timeout(SETTLE, self.calls.wait())
+                .await
+                .is_err()
+            {
+                tracing::warn!(
+                    left = self.calls.len(),
+                    "calls still running {SETTLE:?} after their cancel"
+                );
+            }
+        }
+        Drained {
+            in_flight,
+            cancelled,
+        }
+    }
+
+    /// Cancels the calls in flight now instead of at the end of the grace (a second signal).
+    pub fn hurry(&self) {
+        self.cut.cancel();
+    }
+}
+
+/// One admitted call: counted as in flight until dropped.
+#[derive(Debug)]
+pub struct Admission {
+    _in_flight: TaskTrackerToken,
+    cut: CancellationToken,
+}
+
+impl Admission {
+    /// Runs `work` with a token that fires when `client` cancels or when the drain cuts the
+    /// call short, whichever comes first.
+    pub async fn run<F: Future>(
+        &self,
+        client: &CancellationToken,
+        work: impl FnOnce(CancellationToken) -> F,
+    ) -> F::Output {
+        let cancel = CancellationToken::new();
+        let work = work(cancel.clone());
+        tokio::select! {
+            output = work => output,
+            never = relay(client, &self.cut, &cancel) => match never {},
+        }
+    }
+
+    /// Whether the drain cancelled this call (the grace ended while it ran).
+    pub fn cut_short(&self) -> bool {
+        self.cut.is_cancelled()
+    }
+}
+
+/// Fires `to` when `either` or `or` fires; never returns, so it can be raced against the work.
+async fn relay(
+    either: &CancellationToken,
+    or: &CancellationToken,
+    to: &CancellationToken,
+) -> Infallible {
+    tokio::select! {
+        () = either.cancelled() => {}
+        () = or.cancelled() => {}
+    }
+    to.cancel();
+    std::future::pending().await
+}
+
+#[cfg(test)]
+mod tests {
+    // Real time, kept short: tokio's paused clock needs a feature the crate does not build.
+    use super::*;
+
+    /// Waits for `ms` milliseconds unless `cancel` fires first.
+    async fn work(ms: u64, cancel: CancellationToken) -> &'static str {
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(ms)) => "finished",
+            () = cancel.cancelled() => "cancelled",
+        }
+    }
+
+    #[tokio::test]
+    async fn calls_in_flight_finish_within_the_grace_and_later_ones_are_refused() {
+        let drain = Drain::new(Duration::from_secs(30));
+        let admission = drain.admit().expect("not draining yet");
+        let client = CancellationToken::new();
+        let started = Instant::now();
+        let (outcome, drained) = tokio::join!(
+            async {
+                let outcome = admission.run(&client, |cancel| work(100, cancel)).await;
+                drop(admission);
+                outcome
+            },
+            drain.run()
+        );
+        assert_eq!(outcome, "finished");
+        assert_eq!(
+            drained,
+            Drained {
+                in_flight: 1,
+                cancelled: 0
+            }
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "no wait for the grace"
+        );
+        assert!(drain.is_draining());
+        assert!(drain.admit().is_none(), "a call after the drain began");
+    }
+
+    #[tokio::test]
+    async fn a_call_outlasting_the_grace_is_cancelled_at_its_end() {
+        let grace = Duration::from_millis(200);
+        let drain = Drain::new(grace);
+        let admission = drain.admit().expect("not draining yet");
+        let client = CancellationToken::new();
+        let started = Instant::now();
+        let (outcome, drained) = tokio::join!(
+            async {
+                let outcome = admission.run(&client, |cancel| work(60_000, cancel)).await;
+                let cut = admission.cut_short();
+                drop(admission);
+                (outcome, cut)
+            },
+            drain.run()
+        );
+        assert_eq!(outcome, ("cancelled", true));
+        assert_eq!(
+            drained,
+            Drained {
+                in_flight: 1,
+                cancelled: 1
+            }
+        );
+        assert!(started.elapsed() >= grace, "not before the grace is over");
+        assert!(started.elapsed() < SETTLE, "as soon as the call ended");
+    }
+
+    #[tokio::test]
+    async fn a_client_cancel_still_reaches_the_call() {
+        let drain = Drain::new(Duration::from_secs(30));
+        let admission = drain.admit().expect("not draining yet");
+        let client = CancellationToken::new();
+        client.cancel();
+        let outcome = admission.run(&client, |cancel| work(60_000, cancel)).await;
+        assert_eq!(outcome, "cancelled");
+        assert!(!admission.cut_short());
+    }
+
+    #[tokio::test]
+    async fn a_hurry_cancels_at_once_and_a_later_run_returns_at_once() {
+        let drain = Drain::new(Duration::from_secs(30));
+        let admission = drain.admit().expect("not draining yet");
+        let client = CancellationToken::new();
+        let started = Instant::now();
+        let (outcome, drained) = tokio::join!(
+            async {
+                let outcome = admission.run(&client, |cancel| work(60_000, cancel)).await;
+                drop(admission);
+                outcome
+            },
+            async {
+                tokio::join!(drain.run(), async {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    drain.hurry();
+                })
+                .0
+            }
+        );
+        assert_eq!(outcome, "cancelled");
+        assert_eq!(drained.cancelled, 1);
+        assert!(started.elapsed() < Duration::from_secs(10), "not the grace");
+        // Nothing left: a second run (the gateway's own, after the sessions) is immediate.
+        assert_eq!(
+            drain.run().await,
+            Drained {
+                in_flight: 0,
+                cancelled: 0
+            }
+        );
+    }
+}

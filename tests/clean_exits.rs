@@ -1,0 +1,444 @@
+//! Clean exits: no child outlives the gateway, whatever ends it, and a stopping gateway drains its calls.
+//!
+//! - SIGKILL of the gateway: every direct child (upstreams, one of them ignoring stdin EOF and
+//!   SIGTERM, a command hook, a code-mode worker) dies with it (`PR_SET_PDEATHSIG`).
+//! - SIGTERM or stdin EOF: a command hook's grandchild in its process group is gone too, and
+//!   an upstream that ignores EOF and SIGTERM is killed after its grace.
+//! - Draining: a call in flight at SIGTERM still gets its answer within `drain_grace_ms`; one
+//!   that outlasts the grace is cancelled upstream (echo_server's cancel log) and the gateway
+//!   exits soon after; a call arriving meanwhile gets `SHUTTING_DOWN`. Over stdio, stdin EOF
+//!   cancels a long call at the end of the grace, and its audit line is written.
+//!
+//! Processes are found in `/proc` by a unique marker in their environment (Linux only).
+#![cfg(target_os = "linux")]
+
+mod common;
+
+use std::{
+    process::{ExitStatus, Stdio},
+    time::{Duration, Instant},
+};
+
+use common::{procs::*, *};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+/// How long a gateway may take to start, or to answer.
+const STARTUP: Duration = Duration::from_secs(30);
+/// How long a stopping gateway may take beyond its drain grace: the upstreams' stop (EOF,
+/// SIGTERM, SIGKILL: about 2 s for one that ignores both) and closing the sessions.
+const MARGIN: Duration = Duration::from_secs(6);
+
+/// `toolgate serve` over stdio, spoken to with raw JSON-RPC lines.
+struct StdioGateway {
+    child: tokio::process::Child,
+    stdin: Option<tokio::process::ChildStdin>,
+    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+}
+
+impl StdioGateway {
+    /// Starts `toolgate serve` (with `extra` arguments) and completes the MCP handshake.
+    async fn start(work: &Workdir, extra: &[&str]) -> Self {
+        let mut child = tokio::process::Command::new(toolgate())
+            .arg("--config")
+            .arg(work.config())
+            .arg("serve")
+            .args(extra)
+            .env("RUST_LOG", "toolgate=debug")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn toolgate serve");
+        let stdin = child.stdin.take();
+        let lines = BufReader::new(child.stdout.take().expect("stdout piped")).lines();
+        let mut gateway = Self {
+            child,
+            stdin,
+            lines,
+        };
+        gateway.send(&initialize_request(1)).await;
+        let answer = gateway.answer(1).await;
+        assert!(answer.get("result").is_some(), "{answer}");
+        gateway
+            .send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        gateway
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id().expect("the gateway is running")
+    }
+
+    async fn send(&mut self, message: &Value) {
+        let stdin = self.stdin.as_mut().expect("stdin still open");
+        let mut line = message.to_string();
+        line.push('\n');
+        stdin.write_all(line.as_bytes()).await.expect("write");
+        stdin.flush().await.expect("flush");
+    }
+
+    /// The answer to request `id`, skipping everything else.
+    async fn answer(&mut self, id: u64) -> Value {
+        tokio::time::timeout(STARTUP, async {
+            loop {
+                let line = self
+                    .lines
+                    .next_line()
+                    .await
+                    .expect("read stdout")
+                    .expect("toolgate still running");
+                let message: Value = serde_json::from_str(&line).expect("JSON-RPC line");
+                if message["id"] == json!(id) && message.get("method").is_none() {
+                    return message;
+                }
+            }
+        })
+        .await
+        .expect("toolgate answers in time")
+    }
+
+    /// Sends `tools/call` without waiting for its answer.
+    async fn start_call(&mut self, id: u64, tool: &str, arguments: Value) {
+        self.send(&call_request(id, tool, arguments)).await;
+    }
+
+    async fn call(&mut self, id: u64, tool: &str, arguments: Value) -> Value {
+        self.start_call(id, tool, arguments).await;
+        self.answer(id).await
+    }
+
+    fn close_stdin(&mut self) {
+        drop(self.stdin.take());
+    }
+
+    async fn exit_within(&mut self, within: Duration) -> ExitStatus {
+        tokio::time::timeout(within, self.child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("toolgate did not exit within {within:?}"))
+            .expect("wait for toolgate")
+    }
+}
+
+/// `[servers.NAME]` running echo_server with `env` plus the marker.
+fn marked_echo(name: &str, marker: &str, env: &[(&str, &str)]) -> String {
+    let mut env = env.to_vec();
+    env.push(("TOOLGATE_TEST_MARK", marker));
+    server_toml(name, "echo_server", &env)
+}
+
+/// A pre hook running policy_hook through `sh`, which first leaves `sleep` running in the
+/// background, in the hook's process group, with `marker` in its environment.
+fn hook_with_grandchild(marker: &str) -> String {
+    let script = format!(
+        "TOOLGATE_TEST_MARK={marker} sleep 1000 & exec '{}'",
+        example("policy_hook").display()
+    );
+    format!(
+        "[[hooks]]\nstage = \"pre\"\ncommand = [\"sh\", \"-c\", {}]\n",
+        toml_string(&script)
+    )
+}
+
+fn result_text(answer: &Value) -> &str {
+    answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn sigkill_of_the_gateway_takes_every_direct_child_with_it() {
+    let marker = unique_marker("sigkill");
+    let toml = format!(
+        "[gateway]\nmode = \"both\"\n[gateway.code]\nworkers = 1\n\n{}{}[[hooks]]\nstage = \"pre\"\ncommand = [{}]\n",
+        marked_echo("echo", &marker, &[]),
+        marked_echo("stubborn", &marker, &[("ECHO_IGNORE_EOF", "1")]),
+        toml_string(&example("policy_hook").display().to_string()),
+    );
+    let work = Workdir::new(&toml);
+    let mut gateway = StdioGateway::start(&work, &[]).await;
+    // The hook process starts with the first call it sees.
+    let answer = gateway.call(2, "echo__echo", json!({"text": "hi"})).await;
+    assert_eq!(result_text(&answer), "hi", "{answer}");
+    let pid = gateway.pid();
+    let children = wait_for(
+        "two upstreams, the hook and a worker",
+        STARTUP,
+        || children(pid),
+        |found| {
+            let count = |comm: &str| found.iter().filter(|p| p.comm == comm).count();
+            count("echo_server") == 2 && count("policy_hook") == 1 && count("toolgate") == 1
+        },
+    )
+    .await;
+    let mut reaper = Reaper::default();
+    reaper.add(&children);
+    assert_eq!(
+        marked(&marker).len(),
+        2,
+        "both upstreams carry the marker, one of them ignores EOF and SIGTERM"
+    );
+
+    signal(pid, "KILL");
+    let status = gateway.exit_within(Duration::from_secs(5)).await;
+    assert!(status.code().is_none(), "killed, not exited: {status}");
+    let left = still_running_after(&children, Duration::from_secs(5)).await;
+    assert!(left.is_empty(), "outlived the SIGKILLed gateway: {left:?}");
+}
+
+/// How the gateway is stopped.
+#[derive(Debug, Clone, Copy)]
+enum Stop {
+    Sigterm,
+    CloseStdin,
+}
+
+/// A hook whose `sh` left a `sleep` in its group: that `sleep` must not outlive the gateway.
+async fn no_hook_grandchild_outlives(stop: Stop) {
+    let marker = unique_marker("hook");
+    let toml = format!(
+        "{}{}",
+        server_toml("echo", "echo_server", &[]),
+        hook_with_grandchild(&marker)
+    );
+    let work = Workdir::new(&toml);
+    let mut gateway = StdioGateway::start(&work, &[]).await;
+    let answer = gateway.call(2, "echo__echo", json!({"text": "hi"})).await;
+    assert_eq!(result_text(&answer), "hi", "the hook allowed it: {answer}");
+    let sleeps = wait_for(
+        "the hook's background sleep",
+        STARTUP,
+        || marked(&marker),
+        |found| found.iter().any(|p| p.comm == "sleep"),
+    )
+    .await;
+    let mut reaper = Reaper::default();
+    reaper.add(&sleeps);
+    let hook_group = sleeps[0].pgrp;
+    assert_ne!(hook_group, sleeps[0].pid, "the sleep is not a group leader");
+
+    match stop {
+        Stop::Sigterm => signal(gateway.pid(), "TERM"),
+        Stop::CloseStdin => gateway.close_stdin(),
+    }
+    let status = gateway.exit_within(MARGIN).await;
+    assert_eq!(status.code(), Some(0), "{stop:?}: {status}");
+    let left = still_running_after(&sleeps, Duration::from_secs(5)).await;
+    assert!(
+        left.is_empty(),
+        "the hook's grandchild outlived the gateway ({stop:?}): {left:?}"
+    );
+}
+
+#[tokio::test]
+async fn after_sigterm_no_hook_grandchild_survives() {
+    no_hook_grandchild_outlives(Stop::Sigterm).await;
+}
+
+#[tokio::test]
+async fn after_stdin_eof_no_hook_grandchild_survives() {
+    no_hook_grandchild_outlives(Stop::CloseStdin).await;
+}
+
+#[tokio::test]
+async fn an_upstream_ignoring_eof_and_sigterm_is_killed_on_a_normal_exit() {
+    let marker = unique_marker("stubborn");
+    let work = Workdir::new(&marked_echo(
+        "stubborn",
+        &marker,
+        &[("ECHO_IGNORE_EOF", "1")],
+    ));
+    let mut gateway = StdioGateway::start(&work, &[]).await;
+    let stubborn = wait_for(
+        "the upstream",
+        STARTUP,
+        || marked(&marker),
+        |found| !found.is_empty(),
+    )
+    .await;
+    let mut reaper = Reaper::default();
+    reaper.add(&stubborn);
+
+    gateway.close_stdin();
+    let status = gateway.exit_within(MARGIN).await;
+    assert_eq!(status.code(), Some(0), "{status}");
+    // It was stopped and reaped before the gateway exited.
+    let left = still_running_after(&stubborn, Duration::ZERO).await;
+    assert!(left.is_empty(), "outlived the gateway: {left:?}");
+}
+
+/// echo_server logging calls and cancels into `work`, and a drain grace of `grace_ms`.
+fn draining_config(work: &Workdir, grace_ms: u64) {
+    let calls = work.path("calls.log").display().to_string();
+    let cancels = work.path("cancels.log").display().to_string();
+    let toml = format!(
+        "[gateway]\ndrain_grace_ms = {grace_ms}\n\n{}",
+        server_toml(
+            "echo",
+            "echo_server",
+            &[("ECHO_CALL_LOG", &calls), ("ECHO_CANCEL_LOG", &cancels)]
+        )
+    );
+    std::fs::write(work.config(), toml).expect("write config");
+}
+
+/// Starts `echo__sleep {ms}` on its own task; returns once the upstream has it.
+async fn sleep_in_flight(
+    client: &Client,
+    work: &Workdir,
+    ms: u64,
+) -> tokio::task::JoinHandle<Result<rmcp::model::CallToolResult, rmcp::service::ServiceError>> {
+    let peer = client.peer().clone();
+    let call = tokio::spawn(async move {
+        let mut params = rmcp::model::CallToolRequestParams::new("echo__sleep");
+        params.arguments = json!({"ms": ms}).as_object().cloned();
+        peer.call_tool(params).await
+    });
+    wait_for_file(&work.path("calls.log"), "\"sleep\"", STARTUP).await;
+    call
+}
+
+/// Waits until the gateway's log says it is draining: from then on it refuses new calls.
+async fn wait_until_draining(gateway: &HttpGateway) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while gateway
+        .log_lines("draining: waiting for calls in flight")
+        .is_empty()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the gateway never started draining"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn exit_within(gateway: &mut HttpGateway, within: Duration) -> ExitStatus {
+    tokio::time::timeout(within, gateway.child.wait())
+        .await
+        .unwrap_or_else(|_| panic!("toolgate did not exit within {within:?}"))
+        .expect("wait for toolgate")
+}
+
+#[tokio::test]
+async fn draining_over_http_answers_the_call_in_flight_and_refuses_new_ones() {
+    let work = Workdir::new("");
+    draining_config(&work, 10_000);
+    let audit = work.path("audit.jsonl");
+    let mut gateway =
+        HttpGateway::start_with(&work, &["--audit-log", &audit.display().to_string()]).await;
+    let (client, _) = gateway.client().await;
+    let in_flight = sleep_in_flight(&client, &work, 1500).await;
+
+    signal(gateway.child.id().expect("running"), "TERM");
+    wait_until_draining(&gateway).await;
+    let refused = call(&client, "echo__echo", json!({"text": "late"}))
+        .await
+        .expect("a tool result");
+    assert_eq!(refused.is_error, Some(true), "{refused:?}");
+    assert_eq!(
+        code(&refused).as_deref(),
+        Some("SHUTTING_DOWN"),
+        "{refused:?}"
+    );
+    assert_eq!(
+        text(&refused),
+        "the gateway is shutting down and takes no new calls"
+    );
+
+    let answered = tokio::time::timeout(Duration::from_secs(10), in_flight)
+        .await
+        .expect("the call in flight is answered within the grace")
+        .expect("the call's task")
+        .expect("a tool result");
+    assert_eq!(text(&answered), "slept 1500ms", "{answered:?}");
+    let status = exit_within(&mut gateway, MARGIN).await;
+    assert_eq!(status.code(), Some(0), "{status}");
+    let cancels = std::fs::read_to_string(work.path("cancels.log")).unwrap_or_default();
+    assert!(cancels.is_empty(), "nothing was cancelled: {cancels}");
+    let audit = std::fs::read_to_string(&audit).expect("the audit log");
+    let outcomes: Vec<(String, String)> = audit
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).expect("a JSON line"))
+        .map(|r| (r["tool"].to_string(), r["outcome"].to_string()))
+        .collect();
+    assert!(
+        outcomes.contains(&("\"echo__echo\"".into(), "\"SHUTTING_DOWN\"".into()))
+            && outcomes.contains(&("\"echo__sleep\"".into(), "\"OK\"".into())),
+        "{audit}"
+    );
+}
+
+#[tokio::test]
+async fn a_call_outlasting_the_grace_is_cancelled_upstream_and_the_gateway_exits() {
+    let grace = Duration::from_millis(1000);
+    let work = Workdir::new("");
+    draining_config(&work, grace.as_millis() as u64);
+    let mut gateway = HttpGateway::start(&work).await;
+    let (client, _) = gateway.client().await;
+    let in_flight = sleep_in_flight(&client, &work, 600_000).await;
+
+    let stopping = Instant::now();
+    signal(gateway.child.id().expect("running"), "TERM");
+    let answer = tokio::time::timeout(grace + MARGIN, in_flight)
+        .await
+        .expect("the call ends at the end of the grace")
+        .expect("the call's task")
+        .expect("a tool result");
+    assert!(
+        stopping.elapsed() >= grace,
+        "cancelled before the grace was over: {:?}",
+        stopping.elapsed()
+    );
+    assert_eq!(
+        code(&answer).as_deref(),
+        Some("SHUTTING_DOWN"),
+        "{answer:?}"
+    );
+    assert!(text(&answer).contains("1000ms drain grace"), "{answer:?}");
+    wait_for_file(
+        &work.path("cancels.log"),
+        "cancelled sleep",
+        Duration::from_secs(5),
+    )
+    .await;
+    let status = exit_within(&mut gateway, grace + MARGIN).await;
+    assert_eq!(status.code(), Some(0), "{status}");
+    assert!(
+        stopping.elapsed() < grace + MARGIN,
+        "took {:?} to exit",
+        stopping.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn after_stdin_eof_a_call_in_flight_is_cancelled_upstream_and_audited() {
+    let grace = Duration::from_millis(500);
+    let work = Workdir::new("");
+    draining_config(&work, grace.as_millis() as u64);
+    let audit = work.path("audit.jsonl");
+    let mut gateway =
+        StdioGateway::start(&work, &["--audit-log", &audit.display().to_string()]).await;
+    gateway
+        .start_call(2, "echo__sleep", json!({"ms": 600_000}))
+        .await;
+    wait_for_file(&work.path("calls.log"), "\"sleep\"", STARTUP).await;
+
+    let stopping = Instant::now();
+    gateway.close_stdin();
+    let status = gateway.exit_within(grace + MARGIN).await;
+    assert_eq!(status.code(), Some(0), "{status}");
+    assert!(
+        stopping.elapsed() >= grace,
+        "exited before the grace was over: {:?}",
+        stopping.elapsed()
+    );
+    let cancels = std::fs::read_to_string(work.path("cancels.log")).unwrap_or_default();
+    assert!(cancels.contains("cancelled sleep"), "{cancels:?}");
+    let audit = std::fs::read_to_string(&audit).expect("the audit log");
+    let record: Value =
+        serde_json::from_str(audit.lines().next().expect("one line")).expect("a JSON line");
+    assert_eq!(record["tool"], "echo__sleep", "{audit}");
+    assert_eq!(record["outcome"], "SHUTTING_DOWN", "{audit}");
+}
