@@ -14,17 +14,11 @@ use serde_json::json;
 async fn timeouts_fire_when_a_stopped_upstreams_pipe_is_full() {
     let work = Workdir::new("");
     let pid_file = work.path("echo.pid");
-    // `$$$$`: toolgate expands `$$` to `$`, so sh sees `$$`.
-    let script = format!(
-        "echo $$$$ > '{}'; exec '{}'",
-        pid_file.display(),
-        example("echo_server").display()
-    );
     std::fs::write(
         work.config(),
         format!(
-            "[gateway]\ncall_timeout_ms = 1500\n[gateway.supervise]\nping_interval_ms = 0\n[servers.echo]\ncommand = \"sh\"\nargs = [\"-c\", {}]\n",
-            toml_string(&script)
+            "[gateway]\ncall_timeout_ms = 1500\n[gateway.supervise]\nping_interval_ms = 0\n{}",
+            echo_writing_pids("echo", &pid_file)
         ),
     )
     .unwrap();
@@ -34,10 +28,7 @@ async fn timeouts_fire_when_a_stopped_upstreams_pipe_is_full() {
         .await
         .unwrap();
     assert_eq!(text(&hello), "hi");
-    let pid = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .to_owned();
+    let pid = written_pids(&pid_file)[0].to_string();
     let stop = |signal: &str| {
         let status = std::process::Command::new("kill")
             .args([signal, &pid])

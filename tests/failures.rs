@@ -112,18 +112,6 @@ fn check_names_the_server_whose_command_does_not_exist() {
     assert_eq!(check_line(&stdout, "other"), "other\tready (2 tools)");
 }
 
-/// Whether `pid` is a process that is still running (a zombie has already exited).
-fn running(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // The state follows the parenthesised command name.
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .is_some_and(|state| state != "Z" && state != "X"),
-        Err(_) => false,
-    }
-}
-
 #[tokio::test]
 async fn call_to_a_server_that_died_is_an_unavailable_error_naming_it() {
     within(30, async {
@@ -131,16 +119,10 @@ async fn call_to_a_server_that_died_is_an_unavailable_error_naming_it() {
         // is killed by the test once the session is up.
         let work = Workdir::new("");
         let pid_file = work.path("echo.pid");
-        // `$$$$`: toolgate expands `$$` to `$` (see `${VAR}` expansion), so sh sees `$$`.
-        let script = format!(
-            "echo $$$$ > '{}'; exec '{}'",
-            pid_file.display(),
-            example("echo_server").display()
-        );
         // Without restarts, so the server stays down (tests/supervision.rs covers restarts).
         let toml = format!(
-            "[gateway.supervise]\nrestart = false\n[servers.echo]\ncommand = \"sh\"\nargs = [\"-c\", {}]\n{}",
-            toml_string(&script),
+            "[gateway.supervise]\nrestart = false\n{}{}",
+            echo_writing_pids("echo", &pid_file),
             server_toml("other", "other_server", &[])
         );
         std::fs::write(work.config(), toml).unwrap();
@@ -151,17 +133,13 @@ async fn call_to_a_server_that_died_is_an_unavailable_error_naming_it() {
             .unwrap();
         assert_eq!(text(&alive), "before");
 
-        let pid: u32 = std::fs::read_to_string(&pid_file)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
+        let pid = written_pids(&pid_file)[0];
         let killed = std::process::Command::new("kill")
             .args(["-KILL", &pid.to_string()])
             .status()
             .unwrap();
         assert!(killed.success());
-        while running(pid) {
+        while common::procs::pid_running(pid) {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
 

@@ -17,33 +17,10 @@ async fn within<T>(secs: u64, future: impl Future<Output = T>) -> T {
         .expect("the test finishes in time")
 }
 
-/// A `[servers.echo]` table whose shell appends the server's pid to `pids` before `exec`ing
-/// it, so each start (the first and every restart) leaves one line.
-fn echo_logging_pids(pids: &Path, env: &str) -> String {
-    // `$$$$`: toolgate expands `$$` to `$` (see `${VAR}` expansion), so sh sees `$$`.
-    let script = format!(
-        "echo $$$$ >> '{}'; {env} exec '{}'",
-        pids.display(),
-        example("echo_server").display()
-    );
-    format!(
-        "[servers.echo]\ncommand = \"sh\"\nargs = [\"-c\", {}]\n",
-        toml_string(&script)
-    )
-}
-
-fn pids(path: &Path) -> Vec<u32> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|line| line.trim().parse().ok())
-        .collect()
-}
-
 /// Waits until `path` holds at least `count` pids, and returns them.
 async fn wait_for_pids(path: &Path, count: usize) -> Vec<u32> {
     loop {
-        let found = pids(path);
+        let found = written_pids(path);
         if found.len() >= count {
             return found;
         }
@@ -57,17 +34,6 @@ fn signal(pid: u32, signal: &str) {
         .status()
         .unwrap();
     assert!(status.success(), "kill {signal} {pid}");
-}
-
-/// Whether `pid` is a process that is still running (a zombie has already exited).
-fn running(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .is_some_and(|state| state != "Z" && state != "X"),
-        Err(_) => false,
-    }
 }
 
 /// Polls `tools/list` until `wanted` says yes about the names.
@@ -93,7 +59,7 @@ async fn a_killed_server_is_withdrawn_announced_restarted_and_announced_again() 
             work.config(),
             format!(
                 "{FAST_RESTARTS}{}{}",
-                echo_logging_pids(&pid_file, ""),
+                echo_writing_pids("echo", &pid_file),
                 server_toml("other", "other_server", &[])
             ),
         )
@@ -135,7 +101,7 @@ async fn a_hung_server_misses_its_pings_and_is_replaced() {
             work.config(),
             format!(
                 "[gateway.supervise]\nbackoff_initial_ms = 100\nping_interval_ms = 200\nping_timeout_ms = 200\nping_failures = 2\n{}",
-                echo_logging_pids(&pid_file, "")
+                echo_writing_pids("echo", &pid_file)
             ),
         )
         .unwrap();
@@ -149,7 +115,7 @@ async fn a_hung_server_misses_its_pings_and_is_replaced() {
         let replacement = wait_for_pids(&pid_file, 2).await[1];
         assert_ne!(replacement, first);
         // The hung process was killed, not left stopped.
-        while running(first) {
+        while common::procs::pid_running(first) {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let readyz = gateway

@@ -569,3 +569,27 @@ impl HttpGateway {
         }
     }
 }
+
+/// A `[servers.NAME]` table running `echo_server` behind `sh`, which first appends its pid
+/// (the server's, as sh `exec`s into it) to `pid_file`: one line per start, restarts included.
+pub fn echo_writing_pids(name: &str, pid_file: &Path) -> String {
+    // `$$$$`: toolgate expands `$$` to `$` (see `${VAR}` expansion), so sh sees `$$`.
+    let script = format!(
+        "echo $$$$ >> '{}'; exec '{}'",
+        pid_file.display(),
+        example("echo_server").display()
+    );
+    format!(
+        "[servers.{name}]\ncommand = \"sh\"\nargs = [\"-c\", {}]\n",
+        toml_string(&script)
+    )
+}
+
+/// The pids written by [`echo_writing_pids`], oldest first.
+pub fn written_pids(pid_file: &Path) -> Vec<u32> {
+    std::fs::read_to_string(pid_file)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| line.trim().parse().ok())
+        .collect()
+}

@@ -159,3 +159,8 @@ impl Drop for Reaper {
         }
     }
 }
+
+/// Whether `pid` is a live process (not gone, not a zombie).
+pub fn pid_running(pid: u32) -> bool {
+    Proc::read(pid).is_some_and(|p| p.is_live())
+}
