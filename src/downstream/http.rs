@@ -15,9 +15,10 @@
 //!      `default` lists tokens).
 //! 3. **The POST body** ([`envelope`]): read within `body_timeout_secs` (408) and 4 MiB (413);
 //!    then a `tools/call` with malformed params is answered `-32602`, a request reusing the
-//!    id of one still in flight on its session is answered `-32600`
-//!    ([`guard`](super::guard)), and an `initialize` beyond the session caps gets 503
-//!    ([`sessions`]).
+//!    id of one still in flight on its session is answered `-32600` ([`guard`](super::guard)),
+//!    and an `initialize` beyond the session caps gets 503 ([`sessions`]). A JSON body rmcp
+//!    cannot decode is answered 400 as over stdio ([`lines::refusal`](super::lines::refusal)):
+//!    `-32700` if it is not JSON, else `-32600` (rmcp would say 415).
 //!
 //! Connections are capped below the open-file limit, with header and idle timeouts
 //! ([`connections`]). Tokens are compared in constant time (as SHA-256 digests), never
@@ -40,7 +41,7 @@ use axum::{
     routing::any,
 };
 use rmcp::{
-    model::{ErrorCode, ErrorData, RequestId},
+    model::{ClientJsonRpcMessage, ErrorCode, ErrorData, RequestId},
     transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService},
 };
 use tokio_util::sync::CancellationToken;
@@ -51,12 +52,15 @@ use self::{
     auth::{Access, Refusal},
     connections::ConnectionLimits,
     doors::Doors,
-    envelope::{Envelope, InFlight, hold_until_sent, jsonrpc_error, read_body},
+    envelope::{
+        Envelope, InFlight, hold_until_sent, is_json, jsonrpc_error, jsonrpc_refusal, read_body,
+    },
     sessions::{CappedSessions, Full, SessionLimits},
 };
 use super::{
     GatewayService,
     guard::{TOOLS_CALL, call_params_problem, duplicate_id},
+    lines::refusal,
 };
 use crate::{config::ProfileName, gateway::Gateway};
 
@@ -126,9 +130,23 @@ impl Front {
                 None => {}
             }
         }
-        let response = forward(endpoint, Request::from_parts(parts, Body::from(bytes))).await;
+        let json_body = is_json(&parts.headers);
+        let response = forward(
+            endpoint,
+            Request::from_parts(parts, Body::from(bytes.clone())),
+        )
+        .await;
         // rmcp has counted the new session (if any) by now.
         drop(reservation);
+        // rmcp answers a JSON body it cannot decode with 415, which blames the content type:
+        // say what is wrong instead, as over stdio. Decoded again only on this path.
+        if response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE
+            && json_body
+            && let Err(error) = serde_json::from_slice::<ClientJsonRpcMessage>(&bytes)
+            && let Some((id, refused)) = refusal(&bytes, Some(&error))
+        {
+            return jsonrpc_refusal(StatusCode::BAD_REQUEST, id, refused);
+        }
         match claim {
             Some(claim) => hold_until_sent(response, claim),
             None => response,

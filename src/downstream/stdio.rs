@@ -2,10 +2,10 @@
 
 use std::sync::Arc;
 
-use rmcp::{ServiceExt, transport::async_rw::AsyncRwTransport};
+use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
 
-use super::{GatewayService, guard::Guarded};
+use super::{GatewayService, guard::Guarded, lines::Lines};
 use crate::{config::ProfileName, gateway::Gateway};
 
 /// Serves `profile` until the client closes stdin, `stop` fires (SIGTERM/SIGINT), or the
@@ -18,8 +18,9 @@ pub async fn serve(
     let service = GatewayService::new(gateway.clone(), profile);
     // Non-blocking pipes: the blocking `stdio()` costs a thread hand-off per message.
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
-    // Duplicate ids and malformed `tools/call` params are answered before rmcp dispatches.
-    let transport = Guarded::new(AsyncRwTransport::new_server(stdin, stdout));
+    // Unreadable lines, duplicate ids and malformed `tools/call` params are answered before
+    // rmcp dispatches.
+    let transport = Guarded::new(Lines::new(stdin, stdout));
     let handshake = service.serve(transport);
     let running = tokio::select! {
         // The client said hello (or the handshake failed).
