@@ -34,8 +34,18 @@ struct Running {
     stdin: ChildStdin,
     pending: Pending,
     alive: Arc<AtomicBool>,
-    /// Kept so the process group is killed when this is dropped (kill-on-drop).
-    _child: Box<dyn ChildWrapper>,
+    /// Its whole process group is killed when this is dropped.
+    child: Box<dyn ChildWrapper>,
+}
+
+impl Drop for Running {
+    /// process-wrap's `KillOnDrop` signals the group leader only: a hook run through
+    /// `sh -c` would leave its own children behind.
+    fn drop(&mut self) {
+        if let Err(error) = self.child.start_kill() {
+            tracing::debug!(%error, "hook process group already gone");
+        }
+    }
 }
 
 impl CommandHook {
@@ -105,7 +115,7 @@ impl CommandHook {
             stdin,
             pending,
             alive,
-            _child: child,
+            child,
         })
     }
 

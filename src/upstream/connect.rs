@@ -103,11 +103,13 @@ pub async fn connect(config: &ServerConfig, handler: UpstreamClient) -> Result<C
                 .stderr()
                 .take()
                 .map(|stderr| StderrTail::spawn(config.id.clone(), stderr));
-            let served = handler.serve((stdout, stdin)).await;
+            // Owned by `process` before the handshake: if this future is dropped (a signal
+            // during startup), its drop kills the whole group.
             let mut process = Process {
                 child: Some(child),
                 stderr,
             };
+            let served = handler.serve((stdout, stdin)).await;
             match served {
                 Ok(service) => Ok(process.into_connection(service)),
                 Err(error) => {
@@ -149,6 +151,20 @@ pub async fn connect(config: &ServerConfig, handler: UpstreamClient) -> Result<C
 struct Process {
     child: Option<Box<dyn ChildWrapper>>,
     stderr: Option<StderrTail>,
+}
+
+impl Drop for Process {
+    /// Kills the whole group of a child not stopped by [`Process::kill`]: a start abandoned
+    /// by a signal, or the runtime shutting down. process-wrap's `KillOnDrop` is tokio's
+    /// kill-on-drop, which signals the group leader only, so a server started through
+    /// `sh -c` or `npx` would leave its own children running.
+    fn drop(&mut self) {
+        if let Some(child) = self.child.as_mut()
+            && let Err(error) = child.start_kill()
+        {
+            tracing::debug!(%error, "child group already gone");
+        }
+    }
 }
 
 impl Process {
