@@ -21,7 +21,8 @@
 //! - [`code_mode`]: `run_code`: the SDK text (pure), the warm pool of sandboxed `toolgate
 //!   worker` processes running Boa, and the host that turns a program's `tools.x()` into
 //!   sub-calls through the pipeline.
-//! - [`child`]: the environment every child process gets (a base set plus its own `env`).
+//! - [`child`]: what every child process inherits: a base environment plus its own `env`,
+//!   and the open-file limit the gateway started with (`serve` raises its own).
 //! - [`downstream`]: the rmcp `ServerHandler` clients talk to, bound to a profile, over stdio
 //!   or HTTP (`/mcp`, `/mcp/{profile}`, bearer tokens, `/metrics`); prompts, resources,
 //!   completion and logging level are answered from the view and forwarded to their server.

@@ -185,6 +185,11 @@ async fn run(command: Command, config: config::Config, profile: ProfileName) -> 
         tracing::info!("stopping on signal");
         on_signal.cancel();
     });
+    if matches!(command, Command::Serve { .. }) {
+        // Before anything is spawned: connections, upstream pipes and hooks all hold
+        // descriptors; children get the starting limit back (`toolgate::child`).
+        toolgate::child::raise_open_file_limit();
+    }
     let options = StartOptions {
         audit_log: match &command {
             Command::Serve { audit_log, .. } => audit_log.clone(),

@@ -197,7 +197,8 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     let config = &gateway.config;
     let settings = &config.http;
-    let fd_limit = connections::raise_fd_limit();
+    // Raised by `serve` already; asked again (idempotent) for the limit it reached.
+    let fd_limit = crate::child::raise_open_file_limit();
     let limits = ConnectionLimits {
         max_connections: connections::connection_cap(
             settings.max_connections,

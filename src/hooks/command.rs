@@ -66,7 +66,7 @@ impl CommandHook {
 
     fn spawn(&self) -> Result<Running, HookError> {
         let mut wrap = CommandWrap::with_new(&self.program, |cmd| {
-            crate::child::set_env(cmd, &self.env);
+            crate::child::prepare(cmd, &self.env);
             cmd.args(&self.args)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())

@@ -82,7 +82,7 @@ pub async fn connect(config: &ServerConfig, handler: UpstreamClient) -> Result<C
             cwd,
         } => {
             let mut wrap = CommandWrap::with_new(command, |cmd| {
-                crate::child::set_env(cmd, env);
+                crate::child::prepare(cmd, env);
                 cmd.args(args)
                     .stdin(Stdio::piped())
                     .stdout(Stdio::piped())
