@@ -2,8 +2,9 @@
 //!
 //! Every request passes these checks, in order, before any MCP handling:
 //! 1. **Host and Origin** ([`doors`]): a missing, empty or malformed `Host` → 400; a `Host`
-//!    that does not name this server → 403; an `Origin` that is not loopback or in
-//!    `gateway.http.allowed_origins` → 403 (no `Origin`: not checked).
+//!    that does not name this server → 403; an `Origin` that is not in
+//!    `gateway.http.allowed_origins` nor loopback (unless `allow_loopback_origins = false`)
+//!    → 403 (no `Origin`: not checked).
 //! 2. **Profile and token** ([`auth`]); every 401 carries `WWW-Authenticate: Bearer`:
 //!    - `Authorization: Bearer T` with a token no profile lists → 401;
 //!    - **no token while any profile lists tokens → 401**, unless
@@ -215,7 +216,12 @@ pub async fn serve(
     on_bound(bound);
 
     let stop = gateway.shutdown_token().child_token();
-    let doors = Doors::new(bound, &settings.allowed_hosts, &settings.allowed_origins);
+    let doors = Doors::new(
+        bound,
+        &settings.allowed_hosts,
+        &settings.allowed_origins,
+        settings.allow_loopback_origins,
+    );
     let mut rmcp_config = StreamableHttpServerConfig::default()
         .with_cancellation_token(stop.clone())
         .with_allowed_hosts(doors.rmcp_hosts())
