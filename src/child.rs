@@ -15,6 +15,12 @@
 //! - on Linux the kernel SIGKILLs it when the gateway dies, even by SIGKILL
 //!   (`PR_SET_PDEATHSIG`), so no exit path of the gateway leaves a direct child behind.
 //!
+//! **Open files.** `toolgate serve` raises its own soft open-file limit to the hard one
+//! ([`raise_open_file_limit`]): each client connection, upstream pipe and hook holds
+//! descriptors. Its children get the soft limit back that the gateway was started with, as
+//! systemd recommends: some programs size tables by the soft limit or close every possible
+//! descriptor before `exec`, and use `select()`, which breaks above 1024.
+//!
 //! What this cannot do: a grandchild is not covered by the parent-death signal (the kernel
 //! clears it on `fork`). After a SIGKILL of the gateway it is reparented and lives on, unless
 //! it watches its own parent; on every other exit path the group kill ends it, unless it left
@@ -31,6 +37,7 @@ use nix::{
     unistd::Pid,
 };
 use process_wrap::tokio::{ChildWrapper, CommandWrap, ProcessGroup};
+use rlimit::Resource;
 use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
 
 /// Inherited when set: what the MCP SDKs pass to stdio servers on Unix.
@@ -44,6 +51,30 @@ pub const EXIT_AFTER_TERM: Duration = Duration::from_millis(1000);
 const REAP_AFTER_KILL: Duration = Duration::from_millis(500);
 /// How often a stopping group is looked at.
 const POLL: Duration = Duration::from_millis(20);
+
+/// The open-file limit (soft, hard) before [`raise_open_file_limit`] first changed it.
+static STARTING_NOFILE: std::sync::OnceLock<(u64, u64)> = std::sync::OnceLock::new();
+
+/// Raises the soft open-file limit to the hard one where allowed, remembering the starting
+/// limit for children; the resulting soft limit. Idempotent.
+pub fn raise_open_file_limit() -> Option<u64> {
+    match rlimit::getrlimit(Resource::NOFILE) {
+        Ok(limits) => {
+            STARTING_NOFILE.get_or_init(|| limits);
+        }
+        Err(error) => {
+            tracing::warn!(%error, "could not read the open-file limit");
+            return None;
+        }
+    }
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(soft) => Some(soft),
+        Err(error) => {
+            tracing::warn!(%error, "could not raise the open-file limit");
+            None
+        }
+    }
+}
 
 /// Clears `command`'s inherited environment, then sets the base set and `env`.
 pub fn set_env(command: &mut tokio::process::Command, env: &BTreeMap<String, String>) {
@@ -69,20 +100,27 @@ pub fn contain(command: &mut tokio::process::Command) {
     die_with_parent(command);
 }
 
-/// Asks the kernel to SIGKILL the child when its parent dies.
+/// Asks the kernel to SIGKILL the child when its parent dies, and gives the child back the
+/// open-file limit the gateway was started with.
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)] // the one `unsafe` of the crate: see SAFETY below
 fn die_with_parent(command: &mut tokio::process::Command) {
     // Read before the fork: the child compares it with its parent once the signal is armed.
     let parent = Pid::this();
+    let nofile = STARTING_NOFILE.get().copied();
     // SAFETY: `pre_exec` is unsafe because the closure runs in the forked child before
     // `exec`, where only async-signal-safe work is allowed (another thread of the parent may
     // have held the allocator's or any other lock at the fork). This closure allocates
     // nothing, takes no lock and touches no shared state: it makes two system calls, prctl
     // (through nix's `set_pdeathsig`) and getppid, and builds an `io::Error` from a raw errno,
-    // which does not allocate. `parent` is a plain integer copied into the closure.
+    // which does not allocate. `parent` and `nofile` are plain integers copied into the
+    // closure. `setrlimit` is async-signal-safe too; lowering a soft limit cannot fail in
+    // practice, and if it did the child would merely keep the raised one, so it is ignored.
     unsafe {
         command.pre_exec(move || {
+            if let Some((soft, hard)) = nofile {
+                let _ = rlimit::setrlimit(Resource::NOFILE, soft, hard);
+            }
             nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
             // The gateway may have died between the fork and the prctl: the signal would
             // then never come. The child has been reparented by now, so its parent differs;

@@ -12,6 +12,7 @@
 
 pub mod guard;
 pub mod http;
+pub mod lines;
 mod offers;
 pub mod stdio;
 

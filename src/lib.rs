@@ -30,9 +30,10 @@
 //!   worker` processes running Boa, and the host that turns a program's `tools.x()` into
 //!   sub-calls through the pipeline.
 //! - [`child`]: every child process (upstream, command hook, worker): the environment it
-//!   gets (a base set plus its own `env`), its own process group, killed on drop and, on
-//!   Linux, with the gateway (`PR_SET_PDEATHSIG`: the crate's one `unsafe` block); stopped
-//!   gently (stdin closed, SIGTERM, SIGKILL).
+//!   gets (a base set plus its own `env`) and the open-file limit the gateway started with
+//!   (`serve` raises its own), its own process group, killed on drop and, on Linux, with the
+//!   gateway (`PR_SET_PDEATHSIG`; both set in the crate's one `unsafe` block); stopped gently
+//!   (stdin closed, SIGTERM, SIGKILL).
 //! - [`drain`]: stopping cleanly: on SIGTERM, SIGINT or stdin EOF no new calls
 //!   (`SHUTTING_DOWN`), calls in flight finish within `drain_grace_ms`, the rest are cancelled.
 //! - [`downstream`]: the rmcp `ServerHandler` clients talk to, bound to a profile, over stdio

@@ -258,6 +258,11 @@ async fn run_gateway(
             () = signalled.stop.cancelled() => ExitCode::from(EXIT_INTERRUPTED),
         };
     }
+    if matches!(command, Command::Serve { .. }) {
+        // Before anything is spawned: connections, upstream pipes and hooks all hold
+        // descriptors; children get the starting limit back (`toolgate::child`).
+        toolgate::child::raise_open_file_limit();
+    }
     let options = StartOptions {
         audit_log: match &command {
             Command::Serve { audit_log, .. } => audit_log.clone(),

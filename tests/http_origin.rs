@@ -1,6 +1,6 @@
-//! DNS-rebinding and cross-site defences: a browser `Origin` must be loopback or in
-//! `gateway.http.allowed_origins` (403 otherwise, no session), and `Host` must be present,
-//! non-empty and name this server.
+//! DNS-rebinding and cross-site defences: a browser `Origin` must be in
+//! `gateway.http.allowed_origins` or loopback, unless `allow_loopback_origins = false` (403
+//! otherwise, no session), and `Host` must be present, non-empty and name this server.
 
 mod common;
 
@@ -62,7 +62,12 @@ async fn configured_origins_match_scheme_host_and_port() {
         "[gateway.http]\nallowed_origins = [\"https://app.example\", \"http://tools.example:*\"]\n",
     );
     let gateway = HttpGateway::start(&work).await;
-    for origin in ["https://app.example", "http://tools.example:8080"] {
+    // Listing origins adds them: loopback ones stay allowed.
+    for origin in [
+        "https://app.example",
+        "http://tools.example:8080",
+        "http://localhost:3000",
+    ] {
         assert_eq!(
             initialize_from(&gateway.url, origin).await.status(),
             200,
@@ -76,6 +81,29 @@ async fn configured_origins_match_scheme_host_and_port() {
     ] {
         assert_refused(&initialize_from(&gateway.url, origin).await, origin);
     }
+}
+
+#[tokio::test]
+async fn loopback_origins_can_be_turned_off_leaving_only_the_listed_ones() {
+    let work = echo_only(
+        "[gateway.http]\nallow_loopback_origins = false\nallowed_origins = [\"http://localhost:6274\"]\n",
+    );
+    let gateway = HttpGateway::start(&work).await;
+    let port = gateway.authority().rsplit_once(':').unwrap().1.to_owned();
+    let response = initialize_from(&gateway.url, "http://localhost:6274").await;
+    assert_eq!(response.status(), 200, "the listed loopback origin");
+    for origin in [
+        format!("http://localhost:{port}"),
+        format!("http://127.0.0.1:{port}"),
+        "http://localhost:3000".to_owned(),
+        "https://[::1]".to_owned(),
+        "http://evil.example".to_owned(),
+    ] {
+        assert_refused(&initialize_from(&gateway.url, &origin).await, &origin);
+    }
+    // Non-browser clients send no Origin and are unaffected.
+    let (client, _) = gateway.client().await;
+    client.cancel().await.unwrap();
 }
 
 /// Sends `head` (request line and headers, no body) on a raw socket; the status line.

@@ -373,3 +373,119 @@ fn sigterm_before_any_client_handshake_leaves_no_upstream_behind() {
     // came, or died first) when it is asked to stop.
     stops_without_orphans(&two_servers_with_grandchild(), true, false, Stop::Sigterm);
 }
+
+/// Every running process whose environment holds `entry` (`NAME=VALUE`).
+fn marked(entry: &str) -> Vec<Proc> {
+    all_processes()
+        .into_iter()
+        .filter(|p| {
+            std::fs::read(format!("/proc/{}/environ", p.pid))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|e| e == entry.as_bytes()))
+        })
+        .filter(Proc::running)
+        .collect()
+}
+
+/// A marker unique to this test: (value, `NO_ORPHANS_MARKER=value`). Put in the
+/// environment of a child, it is inherited by what the child starts, so all of them can be
+/// found however they are related to the gateway.
+fn marker() -> (String, String) {
+    let value = format!(
+        "{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    );
+    let entry = format!("NO_ORPHANS_MARKER={value}");
+    (value, entry)
+}
+
+/// Waits until processes carrying `entry` include one named after each of `names`; all of
+/// those carrying it.
+fn wait_for_marked(entry: &str, names: &[&str]) -> Vec<Proc> {
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let found = marked(entry);
+        if names
+            .iter()
+            .all(|name| found.iter().any(|p| p.comm == *name))
+        {
+            return found;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{names:?} never started: {found:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn sigterm_while_an_upstream_is_still_starting_leaves_nothing_behind() {
+    let (value, entry) = marker();
+    // `slow` takes 30 s to become a server: the gateway is still starting when it is told
+    // to stop.
+    let script = format!("sleep 30; exec '{}'", example("echo_server").display());
+    let work = Workdir::new(&format!(
+        "[servers.slow]\ncommand = \"sh\"\nargs = [\"-c\", {}]\nenv = {{ NO_ORPHANS_MARKER = {} }}\n{}",
+        toml_string(&script),
+        toml_string(&value),
+        server_toml("other", "other_server", &[("NO_ORPHANS_MARKER", &value)])
+    ));
+    let mut gateway = Gateway::spawn(&work);
+    let started = wait_for_marked(&entry, &["sleep", "other_server"]);
+    let _reaper = Reaper(started.clone());
+
+    let asked = Instant::now();
+    gateway.terminate();
+    let status = gateway.wait_exit();
+    assert!(
+        asked.elapsed() < Duration::from_secs(5),
+        "stopping waited for the slow start: {:?}",
+        asked.elapsed()
+    );
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "toolgate did not stop cleanly: {status}"
+    );
+    assert_all_gone(&started, status);
+    assert_eq!(marked(&entry), [], "nothing else was started meanwhile");
+}
+
+#[test]
+fn sigterm_also_ends_a_command_hooks_process_group() {
+    let (value, entry) = marker();
+    // The hook leaves a `sleep` in its process group, as a hook run through a shell might.
+    let script = format!(
+        "sleep 300 </dev/null >/dev/null 2>&1 & exec '{}'",
+        example("policy_hook").display()
+    );
+    let work = Workdir::new(&format!(
+        "{}[[hooks]]\nstage = \"pre\"\ncommand = [\"sh\", \"-c\", {}]\nenv = {{ NO_ORPHANS_MARKER = {} }}\n",
+        server_toml("echo", "echo_server", &[]),
+        toml_string(&script),
+        toml_string(&value)
+    ));
+    let mut gateway = Gateway::spawn(&work);
+    gateway.handshake();
+    // Hooks start on first use.
+    gateway.send(json!({
+        "jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "echo__echo", "arguments": {"text": "through the hook"}}
+    }));
+    let answer = gateway.receive();
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "through the hook",
+        "{answer}"
+    );
+    let hook = wait_for_marked(&entry, &["sleep", "policy_hook"]);
+    let _reaper = Reaper(hook.clone());
+
+    gateway.terminate();
+    let status = gateway.wait_exit();
+    assert_eq!(status.code(), Some(0), "{status}");
+    assert_all_gone(&hook, status);
+}

@@ -19,6 +19,9 @@ pub struct RawHttp {
     /// `http://host:8080`, `http://host:*`.
     #[serde(default)]
     pub allowed_origins: Vec<String>,
+    /// Whether loopback origins (`http(s)://localhost|127.0.0.1|[::1]`, any port) are
+    /// allowed without being listed; default true.
+    pub allow_loopback_origins: Option<bool>,
     /// `Host` values allowed besides loopback names and the bound address: `host` or `host:port`.
     #[serde(default)]
     pub allowed_hosts: Vec<String>,
@@ -132,6 +135,8 @@ pub fn split_host_port(text: &str) -> Option<(&str, Option<&str>)> {
 pub struct HttpSettings {
     pub allow_anonymous: bool,
     pub allowed_origins: Vec<AllowedOrigin>,
+    /// Loopback origins are allowed besides `allowed_origins`.
+    pub allow_loopback_origins: bool,
     pub allowed_hosts: Vec<AllowedHost>,
     pub metrics_addr: Option<SocketAddr>,
     pub metrics_token: Option<Secret>,
@@ -150,6 +155,7 @@ impl Default for HttpSettings {
         Self {
             allow_anonymous: false,
             allowed_origins: Vec::new(),
+            allow_loopback_origins: true,
             allowed_hosts: Vec::new(),
             metrics_addr: None,
             metrics_token: None,
@@ -240,6 +246,7 @@ pub fn settings(
     let mut settings = HttpSettings {
         allow_anonymous: raw.allow_anonymous,
         allowed_origins,
+        allow_loopback_origins: raw.allow_loopback_origins.unwrap_or(true),
         allowed_hosts,
         metrics_addr: None,
         metrics_token,

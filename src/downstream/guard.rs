@@ -9,12 +9,28 @@
 //!   It is answered `-32602` (invalid params) instead, naming what is wrong. `arguments` may be
 //!   absent, `null` (the same as absent, as rmcp decodes it) or an object.
 //!
-//! [`Guarded`] applies both to an rmcp transport (stdio, and each HTTP session's), and gives
+//! - **Bounded output.** rmcp spawns a task per outgoing notification and lets it wait for
+//!   the transport; a client that stops reading (stdout, or an SSE stream) would let those
+//!   tasks, and the messages they hold, pile up without end while upstreams keep sending
+//!   progress and log messages. At most [`MAX_UNSENT_NOTIFICATIONS`] are waiting per session;
+//!   beyond that a notification is dropped (with one warning per 10,000), which is all that
+//!   a client that does not read would get of it anyway. Answers are never dropped: there is
+//!   one per request the client sent.
+//!
+//! [`Guarded`] applies all of these to an rmcp transport (stdio, and each HTTP session's), and gives
 //! rmcp ids of its own so that an answered or cancelled id can be reused safely. Over HTTP a
 //! duplicate must be refused before rmcp's session worker routes it (it would steal the
 //! first POST's answer), so the HTTP layer applies the same functions per session first.
 
-use std::{collections::HashMap, future::Future, pin::Pin};
+use std::{
+    collections::HashMap,
+    future::Future,
+    pin::Pin,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+};
 
 use futures::future::Either;
 
@@ -32,6 +48,12 @@ use serde_json::Value;
 
 /// The method whose params are checked.
 pub const TOOLS_CALL: &str = "tools/call";
+
+/// Notifications one session may have waiting for its transport before new ones are dropped.
+/// A client that reads keeps this near zero; progress bursts of fast tools stay well below.
+pub const MAX_UNSENT_NOTIFICATIONS: usize = 256;
+/// A warning about dropped notifications is logged at the first and at every this many.
+const DROPPED_WARN_EVERY: u64 = 10_000;
 
 /// The `-32600` answer to a request whose id is already in flight.
 pub fn duplicate_id(id: &RequestId) -> ErrorData {
@@ -132,6 +154,19 @@ pub struct Guarded<T: Transport<RoleServer>> {
     by_internal: HashMap<i64, RequestId>,
     next_internal: i64,
     reply: Option<Reply<T::Error>>,
+    /// Notifications handed to `inner` and not yet written.
+    unsent: Arc<AtomicUsize>,
+    /// Notifications dropped because `unsent` was at the cap.
+    dropped: u64,
+}
+
+/// One notification waiting for the transport; counted in `unsent` until dropped.
+struct Unsent(Arc<AtomicUsize>);
+
+impl Drop for Unsent {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl<T: Transport<RoleServer>> Guarded<T> {
@@ -142,7 +177,24 @@ impl<T: Transport<RoleServer>> Guarded<T> {
             by_internal: HashMap::new(),
             next_internal: 1,
             reply: None,
+            unsent: Arc::default(),
+            dropped: 0,
         }
+    }
+
+    /// Whether a notification may go out now; counts it as dropped if not.
+    fn room_for_notification(&mut self) -> bool {
+        if self.unsent.load(Ordering::Relaxed) < MAX_UNSENT_NOTIFICATIONS {
+            return true;
+        }
+        self.dropped += 1;
+        if self.dropped % DROPPED_WARN_EVERY == 1 {
+            tracing::warn!(
+                dropped = self.dropped,
+                "a client is not reading: {MAX_UNSENT_NOTIFICATIONS} notifications wait for it, further ones are dropped"
+            );
+        }
+        false
     }
 
     fn judge(&mut self, mut message: RxJsonRpcMessage<RoleServer>) -> Verdict {
@@ -264,7 +316,19 @@ impl<T: Transport<RoleServer>> Transport<RoleServer> for Guarded<T> {
             tracing::debug!("dropping the answer to a cancelled request");
             return Either::Right(std::future::ready(Ok(())));
         }
-        Either::Left(self.inner.send(item))
+        if !matches!(item, JsonRpcMessage::Notification(_)) {
+            return Either::Left(Either::Left(self.inner.send(item)));
+        }
+        if !self.room_for_notification() {
+            return Either::Right(std::future::ready(Ok(())));
+        }
+        self.unsent.fetch_add(1, Ordering::Relaxed);
+        let unsent = Unsent(self.unsent.clone());
+        let send = self.inner.send(item);
+        Either::Left(Either::Right(async move {
+            let _unsent = unsent;
+            send.await
+        }))
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
@@ -398,6 +462,65 @@ mod tests {
         let out = next_line(&mut from_server).await;
         assert_eq!(out["id"], 1);
         assert!(out.get("result").is_some(), "{out}");
+    }
+
+    /// A transport whose client never reads: every send waits forever.
+    struct Stalled;
+
+    impl Transport<RoleServer> for Stalled {
+        type Error = std::io::Error;
+
+        fn send(
+            &mut self,
+            _item: TxJsonRpcMessage<RoleServer>,
+        ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+            std::future::pending()
+        }
+
+        async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+            std::future::pending().await
+        }
+
+        async fn close(&mut self) -> Result<(), Self::Error> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn notifications_for_a_client_that_does_not_read_are_capped_answers_never() {
+        use futures::FutureExt;
+        use rmcp::model::ServerNotification;
+
+        let mut transport = Guarded::new(Stalled);
+        let note = || {
+            JsonRpcMessage::notification(ServerNotification::ToolListChangedNotification(
+                Default::default(),
+            ))
+        };
+        let mut waiting: Vec<_> = (0..MAX_UNSENT_NOTIFICATIONS)
+            .map(|_| transport.send(note()).boxed())
+            .collect();
+        assert!(
+            waiting
+                .iter_mut()
+                .all(|s| s.as_mut().now_or_never().is_none())
+        );
+        for _ in 0..1000 {
+            let dropped = transport.send(note()).now_or_never();
+            assert!(matches!(dropped, Some(Ok(()))), "dropped at once");
+        }
+        assert_eq!(transport.dropped, 1000);
+        // An answer still goes to the transport (and waits there).
+        let Verdict::Pass(JsonRpcMessage::Request(request)) =
+            transport.judge(serde_json::from_value(call(json!(1))).unwrap())
+        else {
+            panic!("a call passes")
+        };
+        let mut answering = transport.send(answer(request.id)).boxed();
+        assert!(answering.as_mut().now_or_never().is_none());
+        // Room again once some are written (or given up).
+        waiting.truncate(10);
+        assert!(transport.send(note()).now_or_never().is_none());
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //!
 //! Every request passes these checks, in order, before any MCP handling:
 //! 1. **Host and Origin** ([`doors`]): a missing, empty or malformed `Host` → 400; a `Host`
-//!    that does not name this server → 403; an `Origin` that is not loopback or in
-//!    `gateway.http.allowed_origins` → 403 (no `Origin`: not checked).
+//!    that does not name this server → 403; an `Origin` that is not in
+//!    `gateway.http.allowed_origins` nor loopback (unless `allow_loopback_origins = false`)
+//!    → 403 (no `Origin`: not checked).
 //! 2. **Profile and token** ([`auth`]); every 401 carries `WWW-Authenticate: Bearer`:
 //!    - `Authorization: Bearer T` with a token no profile lists → 401;
 //!    - **no token while any profile lists tokens → 401**, unless
@@ -15,9 +16,10 @@
 //!      `default` lists tokens).
 //! 3. **The POST body** ([`envelope`]): read within `body_timeout_secs` (408) and 4 MiB (413);
 //!    then a `tools/call` with malformed params is answered `-32602`, a request reusing the
-//!    id of one still in flight on its session is answered `-32600`
-//!    ([`guard`](super::guard)), and an `initialize` beyond the session caps gets 503
-//!    ([`sessions`]).
+//!    id of one still in flight on its session is answered `-32600` ([`guard`](super::guard)),
+//!    and an `initialize` beyond the session caps gets 503 ([`sessions`]). A JSON body rmcp
+//!    cannot decode is answered 400 as over stdio ([`lines::refusal`](super::lines::refusal)):
+//!    `-32700` if it is not JSON, else `-32600` (rmcp would say 415).
 //!
 //! Connections are capped below the open-file limit, with header and idle timeouts
 //! ([`connections`]). Tokens are compared in constant time (as SHA-256 digests), never
@@ -40,7 +42,7 @@ use axum::{
     routing::any,
 };
 use rmcp::{
-    model::{ErrorCode, ErrorData, RequestId},
+    model::{ClientJsonRpcMessage, ErrorCode, ErrorData, RequestId},
     transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService},
 };
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
@@ -51,12 +53,15 @@ use self::{
     auth::{Access, Refusal},
     connections::ConnectionLimits,
     doors::Doors,
-    envelope::{Envelope, InFlight, hold_until_sent, jsonrpc_error, read_body},
+    envelope::{
+        Envelope, InFlight, hold_until_sent, is_json, jsonrpc_error, jsonrpc_refusal, read_body,
+    },
     sessions::{CappedSessions, Full, SessionLimits},
 };
 use super::{
     GatewayService,
     guard::{TOOLS_CALL, call_params_problem, duplicate_id},
+    lines::refusal,
 };
 use crate::{config::ProfileName, gateway::Gateway};
 
@@ -148,9 +153,23 @@ impl Front {
                 None => {}
             }
         }
-        let response = forward(endpoint, Request::from_parts(parts, Body::from(bytes))).await;
+        let json_body = is_json(&parts.headers);
+        let response = forward(
+            endpoint,
+            Request::from_parts(parts, Body::from(bytes.clone())),
+        )
+        .await;
         // rmcp has counted the new session (if any) by now.
         drop(reservation);
+        // rmcp answers a JSON body it cannot decode with 415, which blames the content type:
+        // say what is wrong instead, as over stdio. Decoded again only on this path.
+        if response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE
+            && json_body
+            && let Err(error) = serde_json::from_slice::<ClientJsonRpcMessage>(&bytes)
+            && let Some((id, refused)) = refusal(&bytes, Some(&error))
+        {
+            return jsonrpc_refusal(StatusCode::BAD_REQUEST, id, refused);
+        }
         match (claim, answering) {
             (None, None) => response,
             held => hold_until_sent(response, held),
@@ -202,7 +221,8 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     let config = &gateway.config;
     let settings = &config.http;
-    let fd_limit = connections::raise_fd_limit();
+    // Raised by `serve` already; asked again (idempotent) for the limit it reached.
+    let fd_limit = crate::child::raise_open_file_limit();
     let limits = ConnectionLimits {
         max_connections: connections::connection_cap(
             settings.max_connections,
@@ -219,7 +239,12 @@ pub async fn serve(
     on_bound(bound);
 
     let stop = gateway.shutdown_token().child_token();
-    let doors = Doors::new(bound, &settings.allowed_hosts, &settings.allowed_origins);
+    let doors = Doors::new(
+        bound,
+        &settings.allowed_hosts,
+        &settings.allowed_origins,
+        settings.allow_loopback_origins,
+    );
     let mut rmcp_config = StreamableHttpServerConfig::default()
         .with_cancellation_token(stop.clone())
         .with_allowed_hosts(doors.rmcp_hosts())

@@ -6,11 +6,11 @@ use std::{
     task::{Context, Poll},
 };
 
-use rmcp::{ServiceExt, transport::async_rw::AsyncRwTransport};
+use rmcp::ServiceExt;
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio_util::sync::CancellationToken;
 
-use super::{GatewayService, guard::Guarded};
+use super::{GatewayService, guard::Guarded, lines::Lines};
 use crate::{config::ProfileName, gateway::Gateway};
 
 /// Serves `profile` until the client closes stdin, `stop` fires (after a signal, once the
@@ -34,8 +34,9 @@ pub async fn serve(
         inner: stdin,
         eof: client_gone.clone(),
     };
-    // Duplicate ids and malformed `tools/call` params are answered before rmcp dispatches.
-    let transport = Guarded::new(AsyncRwTransport::new_server(stdin, stdout));
+    // Unreadable lines, duplicate ids and malformed `tools/call` params are answered before
+    // rmcp dispatches.
+    let transport = Guarded::new(Lines::new(stdin, stdout));
     let handshake = service.serve(transport);
     let running = tokio::select! {
         // The client said hello (or the handshake failed).

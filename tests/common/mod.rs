@@ -404,6 +404,22 @@ pub async fn mcp_post(
     headers: &[(&str, &str)],
     body: &serde_json::Value,
 ) -> reqwest::Response {
+    mcp_post_raw(
+        url,
+        session,
+        headers,
+        serde_json::to_vec(body).expect("serialize"),
+    )
+    .await
+}
+
+/// Like [`mcp_post`], with a body of any bytes.
+pub async fn mcp_post_raw(
+    url: &str,
+    session: Option<&str>,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+) -> reqwest::Response {
     // One client for all: building one per request costs more than the request, in debug.
     static CLIENT: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
     let mut request = CLIENT
@@ -411,7 +427,7 @@ pub async fn mcp_post(
         .post(url)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
-        .body(serde_json::to_vec(body).expect("serialize"));
+        .body(body);
     if let Some(session) = session {
         request = request.header("mcp-session-id", session);
     }
@@ -489,14 +505,46 @@ impl RawStdio {
     }
 
     pub async fn send(&mut self, message: &serde_json::Value) {
-        use tokio::io::AsyncWriteExt;
         let mut line = serde_json::to_vec(message).expect("serialize");
         line.push(b'\n');
+        self.send_raw(&line).await;
+    }
+
+    /// Writes `bytes` as they are (add the newline yourself).
+    pub async fn send_raw(&mut self, bytes: &[u8]) {
+        use tokio::io::AsyncWriteExt;
         self.stdin
-            .write_all(&line)
+            .write_all(bytes)
             .await
             .expect("write to toolgate");
         self.stdin.flush().await.expect("flush");
+    }
+
+    /// Closes stdin and reads stdout to its end: what toolgate still wrote, each line
+    /// checked to be JSON; then its exit status.
+    pub async fn finish(self) -> (Vec<serde_json::Value>, std::process::ExitStatus) {
+        let Self {
+            mut child,
+            stdin,
+            mut lines,
+        } = self;
+        drop(stdin);
+        let mut rest = Vec::new();
+        let read_all = async {
+            while let Some(line) = lines.next_line().await.expect("read stdout") {
+                let value =
+                    serde_json::from_str(&line).unwrap_or_else(|_| panic!("not JSON: {line}"));
+                rest.push(value);
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), read_all)
+            .await
+            .expect("toolgate closes stdout within 10s of its stdin closing");
+        let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+            .await
+            .expect("toolgate exits within 10s of its stdin closing")
+            .expect("wait for toolgate");
+        (rest, status)
     }
 
     /// The next message toolgate writes (within 10 s).

@@ -45,17 +45,6 @@ pub struct ConnectionLimits {
     pub idle_timeout: Duration,
 }
 
-/// Raises the soft open-file limit to the hard one where allowed; the resulting soft limit.
-pub fn raise_fd_limit() -> Option<u64> {
-    match rlimit::increase_nofile_limit(u64::MAX) {
-        Ok(soft) => Some(soft),
-        Err(error) => {
-            tracing::warn!(%error, "could not read or raise the open-file limit");
-            None
-        }
-    }
-}
-
 /// `wanted`, lowered so that connections cannot exhaust `fd_limit` (with `children` upstream
 /// servers and hooks needing descriptors too).
 pub fn connection_cap(wanted: usize, fd_limit: Option<u64>, children: usize) -> usize {

@@ -3,9 +3,16 @@
 //! - `Host` must be present, non-empty and name this server: a loopback name
 //!   (`localhost`, `127.0.0.1`, `[::1]`), the bound address, or a configured
 //!   `gateway.http.allowed_hosts` entry; otherwise 400 (missing/empty/malformed) or 403.
-//! - `Origin`, when present (browsers send it), must be a loopback origin (`http` or `https`,
-//!   any port) or a configured `gateway.http.allowed_origins` entry; otherwise 403. Requests
-//!   without `Origin` (non-browser clients) are unaffected.
+//! - `Origin`, when present (browsers send it), must be a configured
+//!   `gateway.http.allowed_origins` entry or, unless `allow_loopback_origins = false`, a
+//!   loopback origin (`http` or `https`, any port); otherwise 403. Requests without `Origin`
+//!   (non-browser clients) are unaffected.
+//!
+//! Loopback origins are allowed by default because a page on this machine (a local
+//! inspector, a dev UI) is the usual browser client; listing an origin never removes them, so
+//! adding one cannot lock such a page out by surprise. Where other local web servers may
+//! serve untrusted pages, `allow_loopback_origins = false` leaves only the listed origins
+//! (`"http://localhost:6274"` lists one loopback port).
 
 use std::net::SocketAddr;
 
@@ -24,9 +31,14 @@ pub struct Doors {
 }
 
 impl Doors {
-    /// Loopback names, `bound`'s own address (when it is a specific one) and the configured
-    /// entries.
-    pub fn new(bound: SocketAddr, hosts: &[AllowedHost], origins: &[AllowedOrigin]) -> Self {
+    /// Hosts: loopback names, `bound`'s own address (when it is a specific one) and the
+    /// configured entries. Origins: the configured ones, and loopback ones if `loopback_origins`.
+    pub fn new(
+        bound: SocketAddr,
+        hosts: &[AllowedHost],
+        origins: &[AllowedOrigin],
+        loopback_origins: bool,
+    ) -> Self {
         let mut allowed: Vec<AllowedHost> = LOOPBACK_NAMES
             .iter()
             .map(|name| AllowedHost {
@@ -42,10 +54,15 @@ impl Doors {
         }
         allowed.extend(hosts.iter().cloned());
         let mut origins = origins.to_vec();
-        for scheme in ["http", "https"] {
+        let loopback_schemes: &[&str] = if loopback_origins {
+            &["http", "https"]
+        } else {
+            &[]
+        };
+        for scheme in loopback_schemes {
             for name in LOOPBACK_NAMES {
                 origins.push(AllowedOrigin {
-                    scheme: scheme.to_owned(),
+                    scheme: (*scheme).to_owned(),
                     host: name.to_owned(),
                     port: None,
                 });
@@ -158,7 +175,7 @@ mod tests {
 
     fn doors() -> Doors {
         let configured = [AllowedOrigin::parse("https://app.example").unwrap()];
-        Doors::new("127.0.0.1:8080".parse().unwrap(), &[], &configured)
+        Doors::new("127.0.0.1:8080".parse().unwrap(), &[], &configured, true)
     }
 
     #[test]
@@ -214,12 +231,35 @@ mod tests {
     }
 
     #[test]
+    fn loopback_origins_can_be_turned_off() {
+        let configured = [AllowedOrigin::parse("http://localhost:6274").unwrap()];
+        let doors = Doors::new("127.0.0.1:8080".parse().unwrap(), &[], &configured, false);
+        let check = |origin: &str| doors.check(&headers(&[(HOST, "localhost"), (ORIGIN, origin)]));
+        assert!(check("http://localhost:6274").is_ok(), "listed");
+        for bad in [
+            "http://localhost:3000",
+            "http://127.0.0.1:6274",
+            "https://[::1]",
+        ] {
+            assert_eq!(
+                check(bad).unwrap_err().status,
+                StatusCode::FORBIDDEN,
+                "{bad}"
+            );
+        }
+        assert!(
+            doors.check(&headers(&[(HOST, "localhost")])).is_ok(),
+            "no Origin"
+        );
+    }
+
+    #[test]
     fn rmcp_gets_the_same_hosts() {
         let hosts = [
             AllowedHost::parse("[::2]:8443").unwrap(),
             AllowedHost::parse("mcp.example").unwrap(),
         ];
-        let doors = Doors::new("10.0.0.5:80".parse().unwrap(), &hosts, &[]);
+        let doors = Doors::new("10.0.0.5:80".parse().unwrap(), &hosts, &[], true);
         assert_eq!(
             doors.rmcp_hosts(),
             [

@@ -47,6 +47,18 @@ pub async fn read_body(body: Body, deadline: Duration) -> Result<Bytes, Refusal>
     }
 }
 
+/// Whether the request says its body is JSON (`application/json`, parameters aside), as rmcp
+/// checks it.
+pub fn is_json(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get(CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| {
+            let essence = value.split_once(';').map_or(value, |(essence, _)| essence);
+            essence.trim().eq_ignore_ascii_case("application/json")
+        })
+}
+
 /// The parts of one JSON-RPC message the checks need; the rest stays unparsed.
 #[derive(Deserialize)]
 pub struct Envelope {
@@ -56,9 +68,14 @@ pub struct Envelope {
 }
 
 impl Envelope {
-    /// `None` for anything that is not one JSON object (a batch, broken JSON): rmcp
-    /// answers those itself.
+    /// `None` for anything that is not one JSON object (a batch, broken JSON): rmcp refuses
+    /// those, and the HTTP front says why.
     pub fn peek(body: &[u8]) -> Option<Self> {
+        // serde would also read a struct from an array (`[1, "tools/call", {}]`).
+        let first = body.iter().find(|b| !b.is_ascii_whitespace())?;
+        if *first != b'{' {
+            return None;
+        }
         serde_json::from_slice(body).ok()
     }
 
@@ -71,8 +88,13 @@ impl Envelope {
 /// A JSON-RPC error answer to one request, as rmcp would send it (HTTP 200, JSON): the
 /// HTTP request was fine, the JSON-RPC request was not.
 pub fn jsonrpc_error(id: RequestId, error: ErrorData) -> Response {
-    let body = serde_json::to_vec(&JsonRpcError::new(Some(id), error)).unwrap_or_default();
-    ([(CONTENT_TYPE, "application/json")], body).into_response()
+    jsonrpc_refusal(StatusCode::OK, Some(id), error)
+}
+
+/// A JSON-RPC error answer with this HTTP status; `id` `None` is null (no readable id).
+pub fn jsonrpc_refusal(status: StatusCode, id: Option<RequestId>, error: ErrorData) -> Response {
+    let body = serde_json::to_vec(&JsonRpcError::new(id, error)).unwrap_or_default();
+    (status, [(CONTENT_TYPE, "application/json")], body).into_response()
 }
 
 /// Request ids in flight, per MCP session.
@@ -163,6 +185,7 @@ mod tests {
             Envelope::peek(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).unwrap();
         assert!(note.request().is_none());
         assert!(Envelope::peek(b"[1,2]").is_none());
+        assert!(Envelope::peek(br#"[1, "tools/call", {}]"#).is_none());
         assert!(Envelope::peek(b"{nope").is_none());
     }
 }

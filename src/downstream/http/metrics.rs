@@ -64,6 +64,7 @@ impl MetricsListener {
                 self.bound,
                 &settings.allowed_hosts,
                 &settings.allowed_origins,
+                settings.allow_loopback_origins,
             ),
             token,
             gateway: gateway.clone(),

@@ -1,0 +1,394 @@
+//! The stdio transport: one JSON-RPC message per line, and an answer to every line that is
+//! not one.
+//!
+//! rmcp's `AsyncRwTransport` drops a line that is not JSON, not UTF-8, nested too deep or
+//! longer than its limit, and only logs it: a client whose request was garbled in transit
+//! waits for its answer forever. [`Lines`] reads and writes the same way (a line at most
+//! [`MAX_LINE_BYTES`] long, bounded while it is read) but answers such lines as JSON-RPC 2.0
+//! asks (§5.1), without an id since none could be read ([`refusal`]; MCP 2026-07-28 omits the
+//! id where JSON-RPC 2.0 wrote null, and earlier MCP versions allow no null ids):
+//! - `-32700` (parse error): not one JSON value (broken, not UTF-8, nested deeper than 128),
+//!   or longer than [`MAX_LINE_BYTES`] (its tail is skipped up to the next newline);
+//! - `-32600` (invalid request): JSON that is not a message: a batch (MCP dropped JSON-RPC
+//!   batches in 2025-06-18), a scalar, or an object that does not fit (with its id, when it
+//!   has a readable one).
+//!
+//! A notification (a `method` without an `id`) that does not fit is dropped, as rmcp does:
+//! notifications are never answered. The answers are themselves valid JSON-RPC errors, so a
+//! peer that echoes them back sends a readable message and cannot start an error storm.
+//!
+//! The HTTP endpoint answers bodies that are not JSON or are batches with the same errors
+//! ([`http`](super::http)).
+
+use std::{future::Future, io, pin::Pin, sync::Arc};
+
+use rmcp::{
+    RoleServer,
+    model::{ErrorData, JsonRpcMessage, RequestId},
+    service::{RxJsonRpcMessage, TxJsonRpcMessage},
+    transport::Transport,
+};
+use serde::Deserialize;
+use serde_json::Value;
+use tokio::{
+    io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader},
+    sync::Mutex,
+};
+
+use super::guard::json_kind;
+
+/// Longest line read (rmcp's own default, 16 MiB, so nothing rmcp accepted is refused now).
+pub const MAX_LINE_BYTES: usize = rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH;
+/// A line buffer grown past this by a long message is shrunk back to it once the message is
+/// decoded, so one large message does not pin its size for the rest of the session.
+const KEPT_LINE_CAPACITY: usize = 64 * 1024;
+/// JSON's byte order mark, which RFC 8259 §8.1 lets a parser ignore.
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// The answer to a message that cannot be handled: the id it goes to (`None`: none could be
+/// read, and the answer has none) and the error; `None` for a notification, which is never answered. `decode_error` is why rmcp's
+/// types refused it, when known, for the message of an object that does not fit.
+pub fn refusal(
+    bytes: &[u8],
+    decode_error: Option<&serde_json::Error>,
+) -> Option<(Option<RequestId>, ErrorData)> {
+    let value = match serde_json::from_slice::<Value>(bytes) {
+        Ok(value) => value,
+        Err(error) => {
+            return Some((
+                None,
+                ErrorData::parse_error(format!("parse error: not a JSON value: {error}"), None),
+            ));
+        }
+    };
+    let object = match value {
+        Value::Object(object) => object,
+        Value::Array(_) => {
+            return Some((
+                None,
+                ErrorData::invalid_request(
+                    "JSON-RPC batches are not supported (MCP removed them in 2025-06-18): send one message at a time",
+                    None,
+                ),
+            ));
+        }
+        other => {
+            return Some((
+                None,
+                ErrorData::invalid_request(
+                    format!(
+                        "expected a JSON-RPC message (an object), found {}",
+                        json_kind(&other)
+                    ),
+                    None,
+                ),
+            ));
+        }
+    };
+    let id = object.get("id");
+    if id.is_none() && object.contains_key("method") {
+        return None;
+    }
+    let id = id.and_then(|id| RequestId::deserialize(id).ok());
+    let message = match decode_error {
+        Some(error) => format!("not a valid JSON-RPC 2.0 message: {error}"),
+        None => "not a valid JSON-RPC 2.0 message".to_owned(),
+    };
+    Some((id, ErrorData::invalid_request(message, None)))
+}
+
+/// The `-32700` answer to a line longer than `max` bytes.
+fn too_long(max: usize) -> ErrorData {
+    ErrorData::parse_error(
+        format!("parse error: the message is longer than {max} bytes and was skipped"),
+        None,
+    )
+}
+
+/// What one bounded line read found.
+enum LineRead {
+    /// A whole line (without its newline) is in `line`.
+    Line,
+    /// The line exceeded the limit: its start is dropped and its tail is being skipped.
+    TooLong,
+    Eof,
+    Io(io::Error),
+}
+
+type Reply = Pin<Box<dyn Future<Output = io::Result<()>> + Send>>;
+
+/// A server transport over a byte stream pair (stdin/stdout): see the module doc.
+///
+/// Cancel-safe: rmcp polls `receive` inside a `select!`, so a partly read line and an answer
+/// being written live in `self` and are finished by the next `receive`.
+pub struct Lines<R, W> {
+    read: BufReader<R>,
+    line: Vec<u8>,
+    max_line: usize,
+    /// Skipping the rest of a line already refused as too long, up to its newline.
+    skipping: bool,
+    write: Arc<Mutex<Option<W>>>,
+    reply: Option<Reply>,
+}
+
+impl<R, W> Lines<R, W>
+where
+    R: AsyncRead + Send + Unpin,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
+    pub fn new(read: R, write: W) -> Self {
+        Self {
+            read: BufReader::new(read),
+            line: Vec::new(),
+            max_line: MAX_LINE_BYTES,
+            skipping: false,
+            write: Arc::new(Mutex::new(Some(write))),
+            reply: None,
+        }
+    }
+
+    /// With another line limit (tests).
+    pub fn with_max_line(mut self, max_line: usize) -> Self {
+        self.max_line = max_line;
+        self
+    }
+
+    /// Reads one line into `self.line` without letting it grow past `self.max_line`:
+    /// `read_until` could not be bounded, since it only returns at a newline.
+    async fn read_line(&mut self) -> LineRead {
+        loop {
+            let available = match self.read.fill_buf().await {
+                Ok(available) => available,
+                Err(error) => return LineRead::Io(error),
+            };
+            if available.is_empty() {
+                return LineRead::Eof;
+            }
+            let newline = available.iter().position(|b| *b == b'\n');
+            let take = newline.map_or(available.len(), |at| at + 1);
+            // Decided before `consume` (which ends the borrow of `available`); nothing awaits
+            // between copying and consuming, so a cancelled read loses no bytes.
+            let outcome = if self.skipping {
+                self.skipping = newline.is_none();
+                None
+            } else if self.line.len().saturating_add(take) > self.max_line {
+                self.line.clear();
+                self.skipping = newline.is_none();
+                Some(LineRead::TooLong)
+            } else {
+                self.line.extend_from_slice(&available[..take]);
+                newline.map(|_| LineRead::Line)
+            };
+            self.read.consume(take);
+            if let Some(outcome) = outcome {
+                return outcome;
+            }
+        }
+    }
+
+    /// Decodes the line read: a message for rmcp, or the answer to send (`Ok(None)`: skip).
+    fn decode_line(&mut self) -> Result<RxJsonRpcMessage<RoleServer>, Option<Refused>> {
+        let line = self.line.strip_suffix(b"\n").unwrap_or(&self.line);
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let line = line.strip_prefix(UTF8_BOM).unwrap_or(line);
+        let decoded = if line.iter().all(u8::is_ascii_whitespace) {
+            Err(None)
+        } else {
+            serde_json::from_slice(line).map_err(|error| {
+                let refused = refusal(line, Some(&error));
+                if refused.is_none() {
+                    tracing::debug!(%error, "dropped a notification that is not a valid MCP notification");
+                }
+                refused
+            })
+        };
+        self.line.clear();
+        self.line.shrink_to(KEPT_LINE_CAPACITY);
+        decoded
+    }
+}
+
+type Refused = (Option<RequestId>, ErrorData);
+
+impl<R, W> Transport<RoleServer> for Lines<R, W>
+where
+    R: AsyncRead + Send + Unpin,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
+    type Error = io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let line = serde_json::to_vec(&item).map(|mut line| {
+            line.push(b'\n');
+            line
+        });
+        let write = self.write.clone();
+        async move {
+            let line = line.map_err(io::Error::other)?;
+            let mut write = write.lock().await;
+            let Some(out) = write.as_mut() else {
+                return Err(io::Error::new(
+                    io::ErrorKind::NotConnected,
+                    "the transport is closed",
+                ));
+            };
+            out.write_all(&line).await?;
+            out.flush().await
+        }
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        loop {
+            if let Some(reply) = self.reply.as_mut() {
+                let written = reply.await;
+                self.reply = None;
+                if let Err(error) = written {
+                    tracing::debug!(%error, "could not answer an unreadable message");
+                    return None;
+                }
+            }
+            let (id, error) = match self.read_line().await {
+                LineRead::Line => match self.decode_line() {
+                    Ok(message) => return Some(message),
+                    Err(None) => continue,
+                    Err(Some(refused)) => refused,
+                },
+                LineRead::TooLong => (None, too_long(self.max_line)),
+                // Bytes after the last newline are an unfinished message: nothing to answer.
+                LineRead::Eof => return None,
+                LineRead::Io(error) => {
+                    tracing::error!(%error, "could not read from the client");
+                    return None;
+                }
+            };
+            tracing::debug!(code = error.code.0, message = %error.message, "answered an unreadable message");
+            self.reply = Some(Box::pin(self.send(JsonRpcMessage::error(error, id))));
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        drop(self.write.lock().await.take());
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use tokio::io::{AsyncBufReadExt, DuplexStream};
+
+    use super::*;
+
+    type Piped = Lines<DuplexStream, DuplexStream>;
+    type ClientLines = tokio::io::Lines<BufReader<DuplexStream>>;
+
+    fn pipes(max_line: usize) -> (Piped, DuplexStream, ClientLines) {
+        let (client_out, server_in) = tokio::io::duplex(64 * 1024);
+        let (server_out, client_in) = tokio::io::duplex(64 * 1024);
+        let transport = Lines::new(server_in, server_out).with_max_line(max_line);
+        (transport, client_out, BufReader::new(client_in).lines())
+    }
+
+    async fn next_line(lines: &mut ClientLines) -> Value {
+        serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap()
+    }
+
+    fn ping(id: u64) -> Vec<u8> {
+        let mut line =
+            serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "method": "ping"})).unwrap();
+        line.push(b'\n');
+        line
+    }
+
+    #[tokio::test]
+    async fn every_unreadable_line_is_answered_and_the_next_message_still_read() {
+        let (mut transport, mut to_server, mut from_server) = pipes(1024);
+        let mut input = Vec::new();
+        input.extend_from_slice(b"{not json\n");
+        input.extend_from_slice(b"[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]\n");
+        input.extend_from_slice(b"\"\xff\xfe\"\n");
+        input.extend_from_slice(&[b'['; 200]);
+        input.push(b'\n');
+        input.extend_from_slice(&vec![b' '; 3000]);
+        input.extend_from_slice(b"{}\n");
+        input.extend_from_slice(b"7\n");
+        input.extend_from_slice(
+            b"{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"initialize\",\"params\":3}\n",
+        );
+        // Unanswered: a blank line and a notification that does not fit.
+        input.extend_from_slice(b"\r\n");
+        input.extend_from_slice(
+            b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":1}\n",
+        );
+        input.extend_from_slice(&ping(9));
+        to_server.write_all(&input).await.unwrap();
+
+        let message = transport.receive().await.unwrap();
+        let JsonRpcMessage::Request(request) = message else {
+            panic!("{message:?}")
+        };
+        assert_eq!(request.id, RequestId::Number(9));
+        let expected = [
+            (None, -32700, "not a JSON value"),
+            (None, -32600, "batches are not supported"),
+            (None, -32700, "not a JSON value"),
+            (None, -32700, "not a JSON value"),
+            (None, -32700, "longer than 1024 bytes"),
+            (None, -32600, "found a number"),
+            (Some(json!(5)), -32600, "not a valid JSON-RPC 2.0 message"),
+        ];
+        for (id, code, text) in expected {
+            let answer = next_line(&mut from_server).await;
+            assert_eq!(answer.get("id"), id.as_ref(), "{answer}");
+            assert_eq!(answer["error"]["code"], code, "{answer}");
+            let message = answer["error"]["message"].as_str().unwrap();
+            assert!(message.contains(text), "{answer}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_byte_order_mark_and_crlf_are_accepted() {
+        let (mut transport, mut to_server, _from_server) = pipes(1024);
+        let mut line = UTF8_BOM.to_vec();
+        line.extend_from_slice(&ping(3));
+        line.insert(line.len() - 1, b'\r');
+        to_server.write_all(&line).await.unwrap();
+        assert!(matches!(
+            transport.receive().await,
+            Some(JsonRpcMessage::Request(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_long_line_is_refused_once_and_its_tail_skipped_across_reads() {
+        let (mut transport, mut to_server, mut from_server) = pipes(100);
+        let writer = tokio::spawn(async move {
+            // Written in pieces, so the skipping spans several reads.
+            for _ in 0..10 {
+                to_server.write_all(&[b'x'; 50]).await.unwrap();
+            }
+            to_server.write_all(b"\n").await.unwrap();
+            to_server.write_all(&ping(4)).await.unwrap();
+            to_server
+        });
+        let message = transport.receive().await.unwrap();
+        assert!(matches!(message, JsonRpcMessage::Request(r) if r.id == RequestId::Number(4)));
+        let answer = next_line(&mut from_server).await;
+        assert_eq!(answer["error"]["code"], -32700, "{answer}");
+        drop(writer.await.unwrap());
+        assert!(transport.receive().await.is_none(), "EOF ends the stream");
+    }
+
+    #[test]
+    fn refusals_carry_a_readable_id_and_skip_notifications() {
+        let (id, error) = refusal(br#"{"jsonrpc":"2.0","id":"a","method":5}"#, None).unwrap();
+        assert_eq!(id, Some(RequestId::String("a".into())));
+        assert_eq!(error.code.0, -32600);
+        let (id, _) = refusal(br#"{"jsonrpc":"2.0","id":{},"method":"x"}"#, None).unwrap();
+        assert_eq!(id, None, "an id that is no id is null");
+        assert!(refusal(br#"{"jsonrpc":"2.0","method":"x","params":1}"#, None).is_none());
+    }
+}
