@@ -145,7 +145,7 @@ impl Supervisor {
             server: name.clone(),
             tools,
         });
-        let offer = passthrough::import_offer(name, connection.peer()).await;
+        let offer = self.import_offer(connection.peer()).await;
         let _ = self.events.send(UpstreamEvent::Offer {
             server: name.clone(),
             offer,
@@ -174,23 +174,47 @@ impl Supervisor {
                     }
                 }
                 // The server said its tools changed: import them again, whole.
-                () = changes.tools.notified() => match import_tools(&peer).await {
-                    Ok(tools) => {
+                () = changes.tools.notified() => match self.bounded(import_tools(&peer)).await {
+                    Some(Ok(tools)) => {
                         tracing::info!(server = %name, tools = tools.len(), "tool list changed");
                         self.upstream.set_state(ServerState::Ready { tools: tools.len() });
                         let _ = self.events.send(UpstreamEvent::Tools { server: name.clone(), tools });
                     }
-                    Err(error) => tracing::warn!(server = %name, %error, "re-import after list_changed failed; keeping the previous list"),
+                    Some(Err(error)) => tracing::warn!(server = %name, %error, "re-import after list_changed failed; keeping the previous list"),
+                    None => tracing::warn!(server = %name, "re-import after list_changed timed out; keeping the previous list"),
                 },
                 // The server said its prompts or resources changed: import them again, whole.
                 () = changes.offer.notified() => {
-                    let offer = passthrough::import_offer(name, &peer).await;
+                    let offer = self.import_offer(&peer).await;
                     let _ = self.events.send(UpstreamEvent::Offer { server: name.clone(), offer });
                 }
             }
         };
         connection.stop().await;
         ended
+    }
+
+    /// `work` (a list import) within the start timeout: a server that stops answering must
+    /// not hold the supervisor, whose pings would then never run.
+    async fn bounded<T>(&self, work: impl Future<Output = T>) -> Option<T> {
+        tokio::time::timeout(self.settings.start_timeout, work)
+            .await
+            .ok()
+    }
+
+    /// Prompts, resources and templates, within the start timeout (empty past it).
+    async fn import_offer(
+        &self,
+        peer: &rmcp::service::Peer<rmcp::RoleClient>,
+    ) -> crate::registry::passthrough::Offer {
+        let name = &self.upstream.name;
+        match self.bounded(passthrough::import_offer(name, peer)).await {
+            Some(offer) => offer,
+            None => {
+                tracing::warn!(server = %name, "listing prompts and resources timed out; none from this server");
+                crate::registry::passthrough::Offer::default()
+            }
+        }
     }
 
     /// Records why the server is gone and withdraws what it offered.
