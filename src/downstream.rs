@@ -227,6 +227,7 @@ impl ServerHandler for GatewayService {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        self.settled().await?;
         self.subscribe_to(request.uri, context).await
     }
 
@@ -235,6 +236,7 @@ impl ServerHandler for GatewayService {
         request: UnsubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        self.settled().await?;
         self.unsubscribe_from(request.uri, context).await
     }
 
@@ -252,6 +254,7 @@ impl ServerHandler for GatewayService {
         request: SetLevelRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        self.settled().await?;
         self.level(request.level, context).await
     }
 
