@@ -36,9 +36,7 @@ pub async fn serve(
     };
     // Unreadable lines, duplicate ids and malformed `tools/call` params are answered before
     // rmcp dispatches.
-    let transport = Guarded::new(
-        Lines::new(stdin, stdout).with_max_line(gateway.config.supervise.max_message_bytes),
-    );
+    let transport = Guarded::new(Lines::new(stdin, stdout));
     let handshake = service.serve(transport);
     let running = tokio::select! {
         // The client said hello (or the handshake failed).
