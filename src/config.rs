@@ -100,6 +100,9 @@ pub struct RawGateway {
     /// On SIGTERM, SIGINT or stdin EOF: how long calls in flight may take before they are
     /// cancelled, in milliseconds.
     pub drain_grace_ms: Option<u64>,
+    /// Answer `tools/call` over stdio from the raw JSON lines (default `true`); `false`
+    /// sends every message through rmcp's typed path, as an escape hatch.
+    pub fast_path: Option<bool>,
     /// `native` (default), `code` or `both`: the default of every profile.
     pub mode: Option<Mode>,
     /// How `run_code` shows the tools: `inline`, `catalog` or `auto` (default).
@@ -423,6 +426,8 @@ pub struct Config {
     pub audit_arguments: bool,
     /// How long a stopping gateway lets calls in flight finish ([`crate::drain`]).
     pub drain_grace_ms: u64,
+    /// `tools/call` over stdio takes the raw fast path ([`crate::downstream::fast`]).
+    pub fast_path: bool,
     pub hooks: Vec<HookConfig>,
     pub http: HttpSettings,
     /// Starts, health pings and restarts of upstream servers.

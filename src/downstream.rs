@@ -10,6 +10,7 @@
 // toolgate serves them to the clients that send them.
 #![allow(deprecated)]
 
+pub mod fast;
 pub mod guard;
 pub mod http;
 pub mod lines;
@@ -71,6 +72,62 @@ impl GatewayService {
     fn view(&self) -> Arc<View> {
         // Profiles are fixed at start and checked at selection, so this is always `Some`.
         self.gateway.view(&self.profile).unwrap_or_default()
+    }
+
+    /// The pipeline's call for a `tools/call` from this session.
+    fn call_of(
+        &self,
+        peer: &Peer<RoleServer>,
+        name: String,
+        arguments: Option<rmcp::model::JsonObject>,
+        progress: Option<rmcp::model::ProgressToken>,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> Call {
+        self.gateway
+            .relay
+            .register(self.session, &self.profile, peer);
+        Call {
+            profile: self.profile.clone(),
+            name,
+            arguments,
+            cancel,
+            progress: progress.map(|token| ProgressSink {
+                peer: peer.clone(),
+                token,
+            }),
+            client: Some(Caller {
+                peer: peer.clone(),
+                session: self.session,
+            }),
+            sub_call_id: None,
+        }
+    }
+
+    /// A `tools/call` taken by the stdio fast path ([`fast`]): the result stays raw when
+    /// it came raw and no stage read it; a failure is already what the client gets.
+    async fn call_answer(
+        &self,
+        peer: &Peer<RoleServer>,
+        name: String,
+        arguments: Option<rmcp::model::JsonObject>,
+        progress: Option<rmcp::model::ProgressToken>,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> Result<crate::pipeline::Answer, McpError> {
+        self.settled().await?;
+        let call = self.call_of(peer, name, arguments, progress, cancel);
+        let view = self.view();
+        match self
+            .gateway
+            .pipeline
+            .execute_answer(&view, call, true)
+            .await
+        {
+            Ok(answer) => Ok(answer),
+            Err(failure) => {
+                tracing::debug!(code = failure.code(), "{failure}");
+                error::into_mcp(failure).map(crate::pipeline::Answer::Decoded)
+            }
+        }
     }
 
     /// Waits (at most the start grace) until the servers' first starts are in and the
@@ -144,25 +201,13 @@ impl ServerHandler for GatewayService {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         self.settled().await?;
-        self.gateway
-            .relay
-            .register(self.session, &self.profile, &context.peer);
-        let progress = context.meta.get_progress_token().map(|token| ProgressSink {
-            peer: context.peer.clone(),
-            token,
-        });
-        let call = Call {
-            profile: self.profile.clone(),
-            name: request.name.into_owned(),
-            arguments: request.arguments,
-            cancel: context.ct.clone(),
-            progress,
-            client: Some(Caller {
-                peer: context.peer.clone(),
-                session: self.session,
-            }),
-            sub_call_id: None,
-        };
+        let call = self.call_of(
+            &context.peer,
+            request.name.into_owned(),
+            request.arguments,
+            context.meta.get_progress_token(),
+            context.ct.clone(),
+        );
         let view = self.view();
         match self.gateway.pipeline.execute(&view, call).await {
             Ok(result) => Ok(result.into()),

@@ -15,6 +15,7 @@
 //! that resolves to nothing gets a tracing event and counts under one `(unknown)` metrics label.
 //! Built-ins and user code use the same traits ([`PreGate`], [`Around`], [`PostHook`]).
 
+mod answer;
 pub mod audit;
 pub mod builtin;
 pub mod metrics;
@@ -42,6 +43,8 @@ use crate::{
     registry::{Target, ToolEntry, View},
     upstream::{CallContext, ProgressSink, UpstreamError, Upstreams},
 };
+
+pub use answer::Answer;
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -72,6 +75,8 @@ pub struct ToolCall {
     pub arguments: JsonObject,
     pub progress: Option<ProgressSink>,
     pub client: Option<Caller>,
+    /// The caller takes the result raw when the upstream can give it so ([`Answer::Raw`]).
+    pub(crate) raw: bool,
 }
 
 /// What a pre gate decides.
@@ -121,7 +126,7 @@ pub trait Around: Send + Sync {
         call: &'a ToolCall,
         cancel: CancellationToken,
         next: Next<'a>,
-    ) -> BoxFuture<'a, Result<CallToolResult, CallError>>;
+    ) -> BoxFuture<'a, Result<Answer, CallError>>;
 }
 
 /// Runs on the upstream's result, in order.
@@ -154,7 +159,7 @@ impl<'a> Next<'a> {
         self,
         call: &'a ToolCall,
         cancel: CancellationToken,
-    ) -> BoxFuture<'a, Result<CallToolResult, CallError>> {
+    ) -> BoxFuture<'a, Result<Answer, CallError>> {
         match self.chain.split_first() {
             Some((wrapper, rest)) => wrapper.around(
                 call,
@@ -174,13 +179,13 @@ async fn dispatch(
     pipeline: &Pipeline,
     call: &ToolCall,
     cancel: CancellationToken,
-) -> Result<CallToolResult, CallError> {
+) -> Result<Answer, CallError> {
     let entry = &call.entry;
     if entry.target == Target::RunCode {
         let (Some(code), Some(pipeline)) = (&pipeline.code, pipeline.me.upgrade()) else {
             return Err(CallError::UnknownTool(entry.exposed.to_string()));
         };
-        return code.run(pipeline, call, cancel).await;
+        return code.run(pipeline, call, cancel).await.map(Answer::Decoded);
     }
     let upstream =
         pipeline
@@ -195,9 +200,18 @@ async fn dispatch(
         progress: call.progress.clone(),
         session: call.client.as_ref().map(|c| c.session),
     };
-    Ok(upstream
-        .call(&entry.upstream_name, Some(call.arguments.clone()), context)
-        .await?)
+    if call.raw && upstream.raw_link().is_some() {
+        pipeline.metrics.count_raw_upstream_call();
+        let raw = upstream
+            .call_raw(&entry.upstream_name, &call.arguments, context)
+            .await?;
+        return Ok(Answer::Raw(raw));
+    }
+    Ok(Answer::Decoded(
+        upstream
+            .call(&entry.upstream_name, Some(call.arguments.clone()), context)
+            .await?,
+    ))
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -330,6 +344,17 @@ impl Pipeline {
     /// agree.
     #[tracing::instrument(level = "debug", skip_all, fields(tool = %call.name, profile = %call.profile))]
     pub async fn execute(&self, view: &Arc<View>, call: Call) -> Result<CallToolResult, CallError> {
+        self.execute_answer(view, call, false).await?.decode()
+    }
+
+    /// [`execute`](Self::execute), with the result left raw when it came raw from a stdio
+    /// upstream and no stage had to read it (`raw`: the caller writes raw results itself).
+    pub async fn execute_answer(
+        &self,
+        view: &Arc<View>,
+        call: Call,
+        raw: bool,
+    ) -> Result<Answer, CallError> {
         let started = Instant::now();
         let from_program = call.sub_call_id.is_some();
         let call_id = match call.sub_call_id {
@@ -376,6 +401,7 @@ impl Pipeline {
             arguments,
             progress: call.progress,
             client: call.client,
+            raw,
         };
         let mut admitted = None;
         let outcome = if !violations.is_empty() {
@@ -404,7 +430,7 @@ impl Pipeline {
         admission: &Admission,
         call: &ToolCall,
         client: &CancellationToken,
-    ) -> Result<CallToolResult, CallError> {
+    ) -> Result<Answer, CallError> {
         let outcome = admission.run(client, |cancel| self.run(call, cancel)).await;
         match outcome {
             // Whatever the cancel made of it (cancelled, timed out, a failed run), the drain
@@ -423,11 +449,7 @@ impl Pipeline {
         }
     }
 
-    async fn run(
-        &self,
-        call: &ToolCall,
-        cancel: CancellationToken,
-    ) -> Result<CallToolResult, CallError> {
+    async fn run(&self, call: &ToolCall, cancel: CancellationToken) -> Result<Answer, CallError> {
         for gate in &self.gates {
             match gate.check(call).await {
                 GateDecision::Allow => {}
@@ -441,7 +463,22 @@ impl Pipeline {
             chain: &self.wrappers,
             pipeline: self,
         };
-        let mut result = next.run(call, cancel).await?;
+        let answer = next.run(call, cancel).await?;
+        // Decoded only for a stage that reads it; otherwise it may go out as it came.
+        let mut result = match answer {
+            Answer::Raw(raw) if call.entry.policy.output.is_none() && self.posts.is_empty() => {
+                if let Some(limit) = self.max_result_bytes
+                    && raw.size() > limit
+                {
+                    return Err(CallError::TooLarge {
+                        size: raw.size(),
+                        limit,
+                    });
+                }
+                return Ok(Answer::Raw(raw));
+            }
+            answer => answer.decode()?,
+        };
         let violations = validate::check_output(&call.entry, &result);
         if !violations.is_empty() {
             return Err(CallError::InvalidOutput(violations));
@@ -464,19 +501,14 @@ impl Pipeline {
         if let Some(limit) = self.max_result_bytes {
             builtin::check_size(&result, limit)?;
         }
-        Ok(result)
+        Ok(Answer::Decoded(result))
     }
 
     /// One event per call: tracing, audit log, metrics.
-    fn record(
-        &self,
-        call: &ToolCall,
-        outcome: &Result<CallToolResult, CallError>,
-        started: Instant,
-    ) {
+    fn record(&self, call: &ToolCall, outcome: &Result<Answer, CallError>, started: Instant) {
         let elapsed = started.elapsed();
         let code = match outcome {
-            Ok(result) if result.is_error == Some(true) => "TOOL_ERROR",
+            Ok(answer) if answer.is_error() => "TOOL_ERROR",
             Ok(_) => "OK",
             Err(error) => error.code(),
         };

@@ -12,6 +12,7 @@ mod connect;
 mod flood;
 mod passthrough;
 mod progress;
+pub mod raw;
 mod size_guard;
 mod supervisor;
 
@@ -27,8 +28,8 @@ use std::{
 use rmcp::{
     RoleClient, RoleServer,
     model::{
-        CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest,
-        ErrorData, JsonObject, ProgressToken, ResultType, ServerResult, Tool,
+        CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
+        ClientRequest, ErrorData, JsonObject, ProgressToken, ResultType, ServerResult, Tool,
     },
     service::{Peer, PeerRequestOptions, RunningService},
 };
@@ -128,6 +129,12 @@ pub struct Health {
     pub last_error: Option<String>,
 }
 
+/// What a connected server is reached through.
+struct Link {
+    peer: Peer<RoleClient>,
+    raw: Option<Arc<raw::RawLink>>,
+}
+
 /// Where progress for one upstream call should go: the calling client and its own token.
 #[derive(Clone)]
 pub struct ProgressSink {
@@ -149,7 +156,8 @@ pub struct CallContext {
 pub struct Upstream {
     name: ServerId,
     state: RwLock<ServerState>,
-    peer: RwLock<Option<Peer<RoleClient>>>,
+    /// While connected: the rmcp client, and for a stdio server the raw path beside it.
+    link: RwLock<Option<Link>>,
     progress: Arc<ProgressRoutes>,
     relay: Arc<Relay>,
     restarts: AtomicU32,
@@ -161,7 +169,7 @@ impl Upstream {
         Self {
             name,
             state: RwLock::new(ServerState::Starting),
-            peer: RwLock::new(None),
+            link: RwLock::new(None),
             progress: Arc::new(ProgressRoutes::default()),
             relay,
             restarts: AtomicU32::new(0),
@@ -232,25 +240,39 @@ impl Upstream {
         }
     }
 
-    fn set_peer(&self, peer: Option<Peer<RoleClient>>) {
-        match self.peer.write() {
-            Ok(mut p) => *p = peer,
-            Err(poisoned) => *poisoned.into_inner() = peer,
+    fn set_link(&self, link: Option<Link>) {
+        match self.link.write() {
+            Ok(mut l) => *l = link,
+            Err(poisoned) => *poisoned.into_inner() = link,
         }
     }
 
-    fn current_peer(&self) -> Result<Peer<RoleClient>, UpstreamError> {
-        let peer = match self.peer.read() {
-            Ok(p) => p.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
+    fn read_link<T>(&self, read: impl FnOnce(&Link) -> Option<T>) -> Option<T> {
+        let link = match self.link.read() {
+            Ok(l) => l,
+            Err(poisoned) => poisoned.into_inner(),
         };
-        peer.ok_or_else(|| UpstreamError::Unavailable {
+        link.as_ref().and_then(read)
+    }
+
+    fn current_peer(&self) -> Result<Peer<RoleClient>, UpstreamError> {
+        self.read_link(|link| Some(link.peer.clone()))
+            .ok_or_else(|| self.not_connected())
+    }
+
+    /// The raw path to this server, while a stdio connection is up.
+    pub fn raw_link(&self) -> Option<Arc<raw::RawLink>> {
+        self.read_link(|link| link.raw.clone())
+    }
+
+    fn not_connected(&self) -> UpstreamError {
+        UpstreamError::Unavailable {
             server: self.name.clone(),
             reason: match self.state() {
                 ServerState::Failed(reason) => reason,
                 other => other.to_string(),
             },
-        })
+        }
     }
 
     /// Forwards one `tools/call` and relays the result. Progress from the upstream reaches
@@ -262,7 +284,7 @@ impl Upstream {
         tool: &str,
         arguments: Option<JsonObject>,
         ctx: CallContext,
-    ) -> Result<rmcp::model::CallToolResult, UpstreamError> {
+    ) -> Result<CallToolResult, UpstreamError> {
         let peer = self.current_peer()?;
         // While this call runs, the server's requests and log messages go to its caller.
         let _in_flight = ctx
@@ -315,21 +337,16 @@ impl Upstream {
             self.progress.settle().await;
         }
         match response {
-            Ok(Ok(ServerResult::CallToolResult(mut result))) => {
-                // An older upstream leaves it out; a 2026-07-28 client requires it. rmcp strips
-                // it again for older clients.
-                result.result_type.get_or_insert(ResultType::COMPLETE);
-                Ok(result)
-            }
-            Ok(Ok(other)) => Err(UpstreamError::Protocol {
-                server: self.name.clone(),
-                detail: format!("expected a tool result, got {}", result_kind(&other)),
-            }),
+            Ok(Ok(result)) => tool_result(&self.name, result),
             Ok(Err(error)) => Err(self.unavailable(error)),
-            Err(_closed) => Err(UpstreamError::Unavailable {
-                server: self.name.clone(),
-                reason: "connection closed during the call".into(),
-            }),
+            Err(_closed) => Err(self.closed_during_call()),
+        }
+    }
+
+    fn closed_during_call(&self) -> UpstreamError {
+        UpstreamError::Unavailable {
+            server: self.name.clone(),
+            reason: "connection closed during the call".into(),
         }
     }
 
@@ -358,6 +375,25 @@ impl Upstream {
                 reason: other.to_string(),
             },
         }
+    }
+}
+
+/// The tool result in `server`'s answer to `tools/call`, or why there is none.
+pub(crate) fn tool_result(
+    server: &ServerId,
+    result: ServerResult,
+) -> Result<CallToolResult, UpstreamError> {
+    match result {
+        ServerResult::CallToolResult(mut result) => {
+            // An older upstream leaves it out; a 2026-07-28 client requires it. rmcp strips
+            // it again for older clients.
+            result.result_type.get_or_insert(ResultType::COMPLETE);
+            Ok(result)
+        }
+        other => Err(UpstreamError::Protocol {
+            server: server.clone(),
+            detail: format!("expected a tool result, got {}", result_kind(&other)),
+        }),
     }
 }
 

@@ -12,8 +12,8 @@ use toolgate::{
     config::{self, ProfileName},
     gateway::{Gateway, StartOptions},
     pipeline::{
-        Around, BoxFuture, Call, CallError, GateDecision, Next, PostDecision, PostHook, PreGate,
-        Stages, ToolCall,
+        Answer, Around, BoxFuture, Call, CallError, GateDecision, Next, PostDecision, PostHook,
+        PreGate, Stages, ToolCall,
     },
 };
 
@@ -52,16 +52,16 @@ impl Around for Wrapper {
         call: &'a ToolCall,
         cancel: CancellationToken,
         next: Next<'a>,
-    ) -> BoxFuture<'a, Result<CallToolResult, CallError>> {
+    ) -> BoxFuture<'a, Result<Answer, CallError>> {
         Box::pin(async move {
             self.0
                 .lock()
                 .unwrap()
                 .push(("around", upstream_calls(&self.1)));
             if call.entry.upstream_name == "sleep" {
-                return Ok(CallToolResult::success(vec![ContentBlock::text(
-                    "answered by the wrapper",
-                )]));
+                return Ok(Answer::Decoded(CallToolResult::success(vec![
+                    ContentBlock::text("answered by the wrapper"),
+                ])));
             }
             next.run(call, cancel).await
         })

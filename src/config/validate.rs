@@ -82,6 +82,7 @@ pub fn validate(
         audit_arguments: gateway.audit_arguments,
         // 0 is allowed: cancel whatever is in flight at once.
         drain_grace_ms: gateway.drain_grace_ms.unwrap_or(DEFAULT_DRAIN_GRACE_MS),
+        fast_path: gateway.fast_path.unwrap_or(true),
         hooks,
         source: file.to_owned(),
         prefix: gateway.prefix,

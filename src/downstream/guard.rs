@@ -158,6 +158,8 @@ pub struct Guarded<T: Transport<RoleServer>> {
     unsent: Arc<AtomicUsize>,
     /// Notifications dropped because `unsent` was at the cap.
     dropped: u64,
+    /// Over stdio, the ids the fast path holds too: one id, one request, across both.
+    shared: Option<Arc<super::fast::IdsInFlight>>,
 }
 
 /// One notification waiting for the transport; counted in `unsent` until dropped.
@@ -179,7 +181,14 @@ impl<T: Transport<RoleServer>> Guarded<T> {
             reply: None,
             unsent: Arc::default(),
             dropped: 0,
+            shared: None,
         }
+    }
+
+    /// Shares the ids in flight with the stdio fast path.
+    pub fn with_shared_ids(mut self, ids: Arc<super::fast::IdsInFlight>) -> Self {
+        self.shared = Some(ids);
+        self
     }
 
     /// Whether a notification may go out now; counts it as dropped if not.
@@ -211,7 +220,9 @@ impl<T: Transport<RoleServer>> Guarded<T> {
                         ErrorData::invalid_params(problem, None),
                     );
                 }
-                if self.by_client.contains_key(&request.id) {
+                if self.by_client.contains_key(&request.id)
+                    || self.shared.as_ref().is_some_and(|s| !s.claim(&request.id))
+                {
                     return Verdict::Refuse(request.id.clone(), duplicate_id(&request.id));
                 }
                 let internal = self.next_internal;
@@ -229,6 +240,9 @@ impl<T: Transport<RoleServer>> Guarded<T> {
                     let Some(internal) = self.by_client.remove(id) else {
                         return Verdict::Drop;
                     };
+                    if let Some(shared) = &self.shared {
+                        shared.release(id);
+                    }
                     self.by_internal.remove(&internal);
                     *id = RequestId::Number(internal);
                 }
@@ -245,6 +259,9 @@ impl<T: Transport<RoleServer>> Guarded<T> {
         };
         let client = self.by_internal.remove(internal)?;
         self.by_client.remove(&client);
+        if let Some(shared) = &self.shared {
+            shared.release(&client);
+        }
         Some(client)
     }
 

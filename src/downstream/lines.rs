@@ -117,6 +117,34 @@ enum LineRead {
 
 type Reply = Pin<Box<dyn Future<Output = io::Result<()>> + Send>>;
 
+/// Takes some lines before they are decoded for rmcp ([`super::fast`]).
+pub trait Intercept: Send + Sync {
+    /// `line` is one message (no newline, no byte order mark); `true`: it is handled.
+    fn take(&self, line: &[u8]) -> bool;
+}
+
+/// Writes whole lines to the client, in turn with rmcp's messages.
+pub trait WriteLine: Send + Sync {
+    fn write_line(&self, line: Vec<u8>) -> Reply;
+}
+
+impl<W: AsyncWrite + Send + Unpin + 'static> WriteLine for Arc<Mutex<Option<W>>> {
+    fn write_line(&self, line: Vec<u8>) -> Reply {
+        let write = self.clone();
+        Box::pin(async move {
+            let mut write = write.lock().await;
+            let Some(out) = write.as_mut() else {
+                return Err(io::Error::new(
+                    io::ErrorKind::NotConnected,
+                    "the transport is closed",
+                ));
+            };
+            out.write_all(&line).await?;
+            out.flush().await
+        })
+    }
+}
+
 /// A server transport over a byte stream pair (stdin/stdout): see the module doc.
 ///
 /// Cancel-safe: rmcp polls `receive` inside a `select!`, so a partly read line and an answer
@@ -129,6 +157,7 @@ pub struct Lines<R, W> {
     skipping: bool,
     write: Arc<Mutex<Option<W>>>,
     reply: Option<Reply>,
+    intercept: Option<Arc<dyn Intercept>>,
 }
 
 impl<R, W> Lines<R, W>
@@ -144,7 +173,19 @@ where
             skipping: false,
             write: Arc::new(Mutex::new(Some(write))),
             reply: None,
+            intercept: None,
         }
+    }
+
+    /// Lets `intercept` take lines before rmcp sees them.
+    pub fn with_intercept(mut self, intercept: Arc<dyn Intercept>) -> Self {
+        self.intercept = Some(intercept);
+        self
+    }
+
+    /// Where other writers put whole lines between rmcp's.
+    pub fn writer(&self) -> Arc<dyn WriteLine> {
+        Arc::new(self.write.clone())
     }
 
     /// With another line limit (tests).
@@ -191,7 +232,10 @@ where
         let line = self.line.strip_suffix(b"\n").unwrap_or(&self.line);
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         let line = line.strip_prefix(UTF8_BOM).unwrap_or(line);
-        let decoded = if line.iter().all(u8::is_ascii_whitespace) {
+        // A blank line is skipped; a line the fast path took is handled there.
+        let skipped = line.iter().all(u8::is_ascii_whitespace)
+            || self.intercept.as_ref().is_some_and(|i| i.take(line));
+        let decoded = if skipped {
             Err(None)
         } else {
             serde_json::from_slice(line).map_err(|error| {
@@ -228,15 +272,7 @@ where
         let write = self.write.clone();
         async move {
             let line = line.map_err(io::Error::other)?;
-            let mut write = write.lock().await;
-            let Some(out) = write.as_mut() else {
-                return Err(io::Error::new(
-                    io::ErrorKind::NotConnected,
-                    "the transport is closed",
-                ));
-            };
-            out.write_all(&line).await?;
-            out.flush().await
+            write.write_line(line).await
         }
     }
 

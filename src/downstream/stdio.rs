@@ -10,7 +10,7 @@ use rmcp::ServiceExt;
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio_util::sync::CancellationToken;
 
-use super::{GatewayService, guard::Guarded, lines::Lines};
+use super::{GatewayService, fast::FastPath, guard::Guarded, lines::Lines};
 use crate::{config::ProfileName, gateway::Gateway};
 
 /// Serves `profile` until the client closes stdin, `stop` fires (after a signal, once the
@@ -27,6 +27,7 @@ pub async fn serve(
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
     let service = GatewayService::new(gateway.clone(), profile);
+    let fast_path = gateway.config.fast_path;
     // Non-blocking pipes: the blocking `stdio()` costs a thread hand-off per message.
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
     let client_gone = CancellationToken::new();
@@ -36,7 +37,17 @@ pub async fn serve(
     };
     // Unreadable lines, duplicate ids and malformed `tools/call` params are answered before
     // rmcp dispatches.
-    let transport = Guarded::new(Lines::new(stdin, stdout));
+    let lines = Lines::new(stdin, stdout);
+    // `tools/call` is taken from its raw line before rmcp decodes it ([`super::fast`]).
+    let fast = fast_path.then(|| FastPath::new(service.clone(), lines.writer()));
+    let lines = match &fast {
+        Some(fast) => lines.with_intercept(fast.clone()),
+        None => lines,
+    };
+    let transport = match &fast {
+        Some(fast) => Guarded::new(lines).with_shared_ids(fast.ids()),
+        None => Guarded::new(lines),
+    };
     let handshake = service.serve(transport);
     let running = tokio::select! {
         // The client said hello (or the handshake failed).
@@ -44,6 +55,9 @@ pub async fn serve(
         // Asked to stop before any client arrived.
         () = stop.cancelled() => return Ok(()),
     };
+    if let Some(fast) = &fast {
+        fast.start(running.peer().clone());
+    }
     let cancel = running.cancellation_token();
     let waiting = running.waiting();
     tokio::pin!(waiting);
@@ -51,6 +65,14 @@ pub async fn serve(
         // The session ended by itself.
         quit = &mut waiting => {
             tracing::info!(reason = ?quit, "client session ended");
+            if client_gone.is_cancelled() {
+                // The end of stdin ended the session first: calls the fast path took are
+                // still in flight, and get the same grace.
+                gateway.drain.run().await;
+            }
+            if let Some(fast) = &fast {
+                fast.stop().await;
+            }
             return Ok(());
         }
         // The client closed stdin: let the calls in flight end within the grace.
@@ -63,6 +85,9 @@ pub async fn serve(
     }
     let quit = waiting.await;
     tracing::info!(reason = ?quit, "client session ended");
+    if let Some(fast) = &fast {
+        fast.stop().await;
+    }
     Ok(())
 }
 

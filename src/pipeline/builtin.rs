@@ -7,7 +7,7 @@ use tokio_util::sync::CancellationToken;
 
 use rmcp::model::Tool;
 
-use super::{Around, BoxFuture, CallError, DENIED, Next, ToolCall};
+use super::{Answer, Around, BoxFuture, CallError, DENIED, Next, ToolCall};
 use crate::config::{Config, Retry, ServerId, ToolPolicy};
 
 /// Limits configured for one server and its tools.
@@ -90,7 +90,7 @@ impl Around for Timeout {
         call: &'a ToolCall,
         cancel: CancellationToken,
         next: Next<'a>,
-    ) -> BoxFuture<'a, Result<CallToolResult, CallError>> {
+    ) -> BoxFuture<'a, Result<Answer, CallError>> {
         Box::pin(async move {
             let limit = call.entry.policy.timeout_ms;
             // A child token: expiry cancels this attempt upstream, not the client's request.
@@ -121,7 +121,7 @@ impl Around for RetryTransient {
         call: &'a ToolCall,
         cancel: CancellationToken,
         next: Next<'a>,
-    ) -> BoxFuture<'a, Result<CallToolResult, CallError>> {
+    ) -> BoxFuture<'a, Result<Answer, CallError>> {
         Box::pin(async move {
             let Some(retry) = call.entry.policy.retry else {
                 return next.run(call, cancel).await;

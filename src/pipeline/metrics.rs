@@ -1,6 +1,14 @@
 //! Per-tool call metrics, rendered as Prometheus text at `GET /metrics`.
 
-use std::{collections::BTreeMap, fmt::Write, sync::Mutex, time::Duration};
+use std::{
+    collections::BTreeMap,
+    fmt::Write,
+    sync::{
+        Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
 
 /// Upper bounds of the latency histogram, in seconds.
 const BUCKETS: [f64; 12] = [
@@ -20,9 +28,21 @@ struct ToolStats {
 #[derive(Default)]
 pub struct Metrics {
     by_tool: Mutex<BTreeMap<String, ToolStats>>,
+    /// `tools/call` requests answered by the stdio fast path ([`crate::downstream::fast`]).
+    fast_path_calls: AtomicU64,
+    /// Calls forwarded to a stdio upstream over the raw path ([`crate::upstream::raw`]).
+    raw_upstream_calls: AtomicU64,
 }
 
 impl Metrics {
+    pub fn count_fast_path_call(&self) {
+        self.fast_path_calls.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn count_raw_upstream_call(&self) {
+        self.raw_upstream_calls.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub fn record(&self, tool: &str, error: Option<&'static str>, elapsed: Duration) {
         let Ok(mut by_tool) = self.by_tool.lock() else {
             return;
@@ -106,6 +126,16 @@ impl Metrics {
                 stats.calls
             );
         }
+        let _ = writeln!(
+            out,
+            "# HELP toolgate_fast_path_calls_total tools/call requests answered by the stdio fast path (raw JSON, no typed decoding).\n# TYPE toolgate_fast_path_calls_total counter\ntoolgate_fast_path_calls_total {}",
+            self.fast_path_calls.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP toolgate_raw_upstream_calls_total Calls forwarded to a stdio upstream as raw JSON lines.\n# TYPE toolgate_raw_upstream_calls_total counter\ntoolgate_raw_upstream_calls_total {}",
+            self.raw_upstream_calls.load(Ordering::Relaxed)
+        );
         out
     }
 }

@@ -41,6 +41,8 @@ type Done = Pin<Box<dyn Future<Output = Result<QuitReason, tokio::task::JoinErro
 /// A live connection to one server, owned by its supervisor.
 pub struct Connection {
     peer: Peer<RoleClient>,
+    /// The raw path for `tools/call` (stdio servers only).
+    raw: Option<Arc<super::raw::RawLink>>,
     cancel: Option<RunningServiceCancellationToken>,
     done: Option<Done>,
     process: Process,
@@ -49,6 +51,10 @@ pub struct Connection {
 impl Connection {
     pub fn peer(&self) -> &Peer<RoleClient> {
         &self.peer
+    }
+
+    pub fn raw(&self) -> Option<&Arc<super::raw::RawLink>> {
+        self.raw.as_ref()
     }
 
     /// Resolves when the connection ends by itself (child exited, session lost).
@@ -113,14 +119,23 @@ pub async fn connect(
             let stderr = child.take_stderr().map(|stderr| {
                 StderrTail::spawn(config.id.clone(), stderr, handler.log_budget.clone())
             });
-            let stdout = super::size_guard::SizeGuard::new(stdout, max_message_bytes);
+            // One writer for rmcp and the raw path; answers to raw requests are taken out
+            // before rmcp reads ([`super::raw`]).
+            let (raw, stdin, writer) = super::raw::RawLink::new(stdin);
+            let stdout =
+                super::size_guard::SizeGuard::new(stdout, max_message_bytes).with_raw(raw.clone());
             let served = handler.serve((stdout, stdin)).await;
             let mut process = Process {
                 child: Some(child),
                 stderr,
+                writer: Some(writer.drop_guard()),
             };
             match served {
-                Ok(service) => Ok(process.into_connection(service)),
+                Ok(service) => {
+                    let mut connection = process.into_connection(service);
+                    connection.raw = Some(raw);
+                    Ok(connection)
+                }
                 Err(error) => {
                     let reason = process
                         .describe_failure(&format!("MCP handshake failed: {error}"))
@@ -150,6 +165,7 @@ pub async fn connect(
             Ok(Process {
                 child: None,
                 stderr: None,
+                writer: None,
             }
             .into_connection(service))
         }
@@ -160,6 +176,8 @@ pub async fn connect(
 struct Process {
     child: Option<ChildGroup>,
     stderr: Option<StderrTail>,
+    /// Stops the task writing the child's stdin (which closes it) when dropped.
+    writer: Option<tokio_util::sync::DropGuard>,
 }
 
 impl Process {
@@ -168,6 +186,7 @@ impl Process {
         let cancel = service.cancellation_token();
         Connection {
             peer,
+            raw: None,
             cancel: Some(cancel),
             done: Some(Box::pin(service.waiting())),
             process: self,
@@ -198,6 +217,8 @@ impl Process {
 
     /// Stops the child's whole process group gently and reaps it.
     async fn stop(&mut self) {
+        // Its stdin closes first, which asks a stdio server to exit.
+        drop(self.writer.take());
         if let Some(mut child) = self.child.take() {
             child.stop().await;
         }

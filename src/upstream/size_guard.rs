@@ -32,6 +32,8 @@ pub struct SizeGuard<R> {
     ready_at: usize,
     chunk: Box<[u8]>,
     eof: bool,
+    /// Answers to the raw path's requests are taken out here ([`super::raw`]).
+    raw: Option<std::sync::Arc<super::raw::RawLink>>,
 }
 
 struct Oversized {
@@ -51,7 +53,14 @@ impl<R> SizeGuard<R> {
             ready_at: 0,
             chunk: vec![0; CHUNK].into_boxed_slice(),
             eof: false,
+            raw: None,
         }
+    }
+
+    /// Hands answers to `raw`'s requests to their calls instead of passing them on.
+    pub fn with_raw(mut self, raw: std::sync::Arc<super::raw::RawLink>) -> Self {
+        self.raw = Some(raw);
+        self
     }
 
     /// Sorts freshly read bytes into whole lines (ready) or the skipped line's counters.
@@ -79,23 +88,40 @@ impl<R> SizeGuard<R> {
                 }
             }
             if ends_line {
-                match self.over.take() {
-                    Some(over) => {
-                        let answer = error_line(&over, self.limit);
-                        self.ready.extend_from_slice(&answer);
-                    }
+                let line = match self.over.take() {
+                    Some(over) => error_line(&over, self.limit),
+                    // The buffer goes with the line only if a raw call takes it.
+                    None if self.raw.is_some() => std::mem::take(&mut self.line),
                     None => {
                         self.ready.append(&mut self.line);
                         self.ready.push(b'\n');
+                        continue;
                     }
+                };
+                let line = match &self.raw {
+                    Some(raw) if !line.is_empty() => raw.divert(line),
+                    _ => Some(line),
+                };
+                if let Some(mut line) = line
+                    && !line.is_empty()
+                {
+                    if self.ready.is_empty() {
+                        // Reuse the line's buffer for what rmcp reads.
+                        std::mem::swap(&mut self.ready, &mut line);
+                        self.line = line;
+                        self.line.clear();
+                    } else {
+                        self.ready.extend_from_slice(&line);
+                    }
+                    self.ready.push(b'\n');
                 }
             }
         }
     }
 }
 
-/// The error answer standing in for an over-limit line, or an empty line if it has no `id`
-/// (a notification: nobody waits for it).
+/// The error answer standing in for an over-limit line (without its newline), or nothing if
+/// it has no `id` (a notification: nobody waits for it).
 fn error_line(over: &Oversized, limit: usize) -> Vec<u8> {
     let id = find_id(&over.head).or_else(|| find_id(&over.tail));
     tracing::warn!(
@@ -116,9 +142,7 @@ fn error_line(over: &Oversized, limit: usize) -> Vec<u8> {
             "data": { TOO_LARGE_MARK: { "bytes": over.bytes, "limit": limit } },
         },
     });
-    let mut line = answer.to_string().into_bytes();
-    line.push(b'\n');
-    line
+    answer.to_string().into_bytes()
 }
 
 /// The value of the top-level `"id"` key in a fragment of a JSON-RPC message: a number or a
@@ -177,12 +201,26 @@ impl<R: AsyncRead + Unpin> AsyncRead for SizeGuard<R> {
                     let filled = chunk.filled().len();
                     if filled == 0 {
                         this.eof = true;
+                        // Nothing more will answer the raw calls waiting.
+                        if let Some(raw) = &this.raw {
+                            raw.close();
+                        }
                         continue;
                     }
-                    let bytes = this.chunk[..filled].to_vec();
-                    this.take_in(&bytes);
+                    // Taken out for the call, not copied: `take_in` borrows the guard.
+                    let chunk = std::mem::take(&mut this.chunk);
+                    this.take_in(&chunk[..filled]);
+                    this.chunk = chunk;
                 }
             }
+        }
+    }
+}
+
+impl<R> Drop for SizeGuard<R> {
+    fn drop(&mut self) {
+        if let Some(raw) = &self.raw {
+            raw.close();
         }
     }
 }

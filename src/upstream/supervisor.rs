@@ -139,7 +139,10 @@ impl Supervisor {
         };
         let name = &upstream.name;
         upstream.set_state(ServerState::Ready { tools: tools.len() });
-        upstream.set_peer(Some(connection.peer().clone()));
+        upstream.set_link(Some(super::Link {
+            peer: connection.peer().clone(),
+            raw: connection.raw().cloned(),
+        }));
         tracing::info!(server = %name, tools = tools.len(), restarts = upstream.restarts(), "server ready");
         let _ = self.events.send(UpstreamEvent::Tools {
             server: name.clone(),
@@ -220,7 +223,7 @@ impl Supervisor {
     /// Records why the server is gone and withdraws what it offered.
     fn down(&self, reason: String) {
         let name = &self.upstream.name;
-        self.upstream.set_peer(None);
+        self.upstream.set_link(None);
         self.upstream.set_last_error(reason.clone());
         self.upstream.set_state(ServerState::Failed(reason.clone()));
         let _ = self.events.send(UpstreamEvent::Down {

@@ -1,0 +1,381 @@
+//! The stdio fast path: `tools/call` read from its raw line and answered around the upstream's raw result.
+//!
+//! rmcp decodes every line into its typed request enums and spawns three tasks per request;
+//! for a forwarded call that was half of the gateway's cost (`BENCHMARKS.md`). [`FastPath`]
+//! sits in the stdio transport ([`super::lines::Lines`]) and takes a line before rmcp sees
+//! it when the line is:
+//! - a `tools/call` request with a number or string id, `jsonrpc: "2.0"`, and params made of
+//!   `name`, `arguments` (absent, `null` or an object) and at most a `_meta` holding only a
+//!   `progressToken`; or
+//! - the `notifications/cancelled` of such a request still in flight.
+//!
+//! Everything else (another method, other params such as a task request, other `_meta`,
+//! malformed params, anything before the handshake is done, every request of a session
+//! opened with 2026-07-28's `server/discover` rather than `initialize`) goes to rmcp as
+//! before, where it gets the same answer and the same errors as ever.
+//!
+//! A taken call runs through the same [`Pipeline`](crate::pipeline::Pipeline) as any other
+//! (masks, validation, hooks, timeouts, retry, drain, audit, metrics), asking for its result
+//! raw: a stdio upstream's answer then comes back as the line it was
+//! ([`crate::upstream::raw`]) and is written to the client around the upstream's bytes. The
+//! answer is written as rmcp's typed path would write it: a result for a client of
+//! 2026-07-28 or later carries `resultType`, one for an older client does not; what rmcp
+//! would have to change otherwise (a non-object `structuredContent` for an older client, a
+//! result without `content`), a decoded result (a stage read it, or an HTTP upstream) and
+//! every error are written from rmcp's own types, with rmcp's own rules for the client's
+//! protocol version. A request that reuses the id of one in flight is refused as
+//! [`super::guard`] refuses it; a cancelled request gets no answer, as in rmcp.
+//!
+//! One difference is deliberate: a raw result goes out with the upstream's own bytes (key
+//! order, escapes, fields rmcp does not model) where the typed path re-encodes it. For an
+//! rmcp upstream the bytes are the same (`tests/fast_path.rs` compares them).
+
+use std::{
+    borrow::Cow,
+    collections::HashMap,
+    sync::{Arc, Mutex, OnceLock, Weak},
+    time::Duration,
+};
+
+use rmcp::{
+    RoleServer,
+    model::{
+        ErrorCode, ErrorData, JsonObject, JsonRpcMessage, ProgressToken, RequestId, ServerResult,
+    },
+    service::{Peer, TxJsonRpcMessage},
+};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+
+use super::{
+    GatewayService,
+    guard::{TOOLS_CALL, duplicate_id},
+    lines::{Intercept, WriteLine},
+};
+use crate::pipeline::Answer;
+
+/// How long a stopping session waits for its fast-path tasks (their calls were drained
+/// before; this bounds only the writing of their answers).
+const STOP_WAIT: Duration = Duration::from_secs(1);
+
+/// The request ids in flight on one stdio session, whichever path took them: a request
+/// reusing one is refused as a duplicate ([`super::guard`]) by either path.
+#[derive(Default)]
+pub struct IdsInFlight(Mutex<std::collections::HashSet<RequestId>>);
+
+impl IdsInFlight {
+    /// Takes `id`; `false` if it is in flight already.
+    pub fn claim(&self, id: &RequestId) -> bool {
+        let mut ids = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        ids.insert(id.clone())
+    }
+
+    pub fn release(&self, id: &RequestId) {
+        let mut ids = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        ids.remove(id);
+    }
+}
+
+/// The fast path of one stdio session (see the module doc).
+pub struct FastPath {
+    me: Weak<FastPath>,
+    service: GatewayService,
+    writer: Arc<dyn WriteLine>,
+    /// Set once the handshake is done; nothing is taken before.
+    session: OnceLock<Session>,
+    /// The requests taken and not yet answered: which taking (an id may be reused once its
+    /// request is cancelled, while the cancelled call is still ending) and what cancels it.
+    in_flight: Mutex<HashMap<RequestId, (u64, CancellationToken)>>,
+    taken: std::sync::atomic::AtomicU64,
+    /// Shared with rmcp's side of the session ([`super::guard::Guarded`]).
+    ids: Arc<IdsInFlight>,
+    tasks: TaskTracker,
+    stop: CancellationToken,
+}
+
+struct Session {
+    peer: Peer<RoleServer>,
+    /// The client speaks 2026-07-28 or later (how rmcp decides it, from its `initialize`).
+    modern: bool,
+}
+
+impl FastPath {
+    pub fn new(service: GatewayService, writer: Arc<dyn WriteLine>) -> Arc<Self> {
+        Arc::new_cyclic(|me| Self {
+            me: me.clone(),
+            service,
+            writer,
+            session: OnceLock::new(),
+            in_flight: Mutex::new(HashMap::new()),
+            taken: Default::default(),
+            ids: Arc::default(),
+            tasks: TaskTracker::new(),
+            stop: CancellationToken::new(),
+        })
+    }
+
+    /// The ids in flight, for rmcp's side of the session.
+    pub fn ids(&self) -> Arc<IdsInFlight> {
+        self.ids.clone()
+    }
+
+    /// The handshake is done: from now on calls are taken.
+    /// A session opened without `initialize` (2026-07-28's `server/discover`) has no peer
+    /// info: each of its requests names its protocol version in `_meta`, which rmcp checks,
+    /// so the fast path stays off for it.
+    pub fn start(&self, peer: Peer<RoleServer>) {
+        let Some(info) = peer.peer_info() else {
+            return;
+        };
+        let modern =
+            info.protocol_version.as_str() >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str();
+        let _ = self.session.set(Session { peer, modern });
+    }
+
+    /// Cancels what is still running (after the gateway's drain, normally nothing) and waits
+    /// briefly for the tasks to end.
+    pub async fn stop(&self) {
+        self.stop.cancel();
+        self.tasks.close();
+        let _ = tokio::time::timeout(STOP_WAIT, self.tasks.wait()).await;
+    }
+
+    fn in_flight(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, (u64, CancellationToken)>> {
+        self.in_flight.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn take_call(&self, session: &Session, id: RequestId, params: Option<&RawValue>) -> bool {
+        let Some(params) = params.filter(|p| is_object(p.get().as_bytes())) else {
+            return false;
+        };
+        let Ok(params) = serde_json::from_str::<CallParams<'_>>(params.get()) else {
+            return false;
+        };
+        if params
+            .meta
+            .as_ref()
+            .is_some_and(|meta| !is_object(meta.get().as_bytes()))
+        {
+            return false;
+        }
+        let progress = match params.meta {
+            Some(meta) => match serde_json::from_str::<CallMeta>(meta.get()) {
+                Ok(meta) => meta.progress_token,
+                Err(_) => return false,
+            },
+            None => None,
+        };
+        let Some(me) = self.me.upgrade() else {
+            return false;
+        };
+        if !self.ids.claim(&id) {
+            let line = typed_line(id.clone(), Err(duplicate_id(&id)), session.modern);
+            let writer = self.writer.clone();
+            self.tasks.spawn(async move {
+                if let Err(error) = writer.write_line(line).await {
+                    tracing::debug!(%error, "could not refuse a duplicate id");
+                }
+            });
+            return true;
+        }
+        let cancel = self.stop.child_token();
+        let mut in_flight = self.in_flight();
+        let taking = self
+            .taken
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        in_flight.insert(id.clone(), (taking, cancel.clone()));
+        drop(in_flight);
+        let request = Request {
+            id,
+            taking,
+            name: params.name.into_owned(),
+            arguments: params.arguments,
+            progress,
+            cancel,
+        };
+        self.tasks.spawn(me.answer(request));
+        true
+    }
+
+    /// The client cancelled a request taken here: the call is cancelled (upstream too) and
+    /// never answered.
+    fn take_cancel(&self, params: Option<&RawValue>) -> bool {
+        #[derive(Deserialize)]
+        struct Cancelled {
+            #[serde(rename = "requestId")]
+            request_id: RequestId,
+        }
+        let Some(params) = params.filter(|p| is_object(p.get().as_bytes())) else {
+            return false;
+        };
+        let Ok(cancelled) = serde_json::from_str::<Cancelled>(params.get()) else {
+            return false;
+        };
+        match self.in_flight().remove(&cancelled.request_id) {
+            Some((_, cancel)) => {
+                self.ids.release(&cancelled.request_id);
+                cancel.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    async fn answer(self: Arc<Self>, request: Request) {
+        let Some(session) = self.session.get() else {
+            return;
+        };
+        let outcome = self
+            .service
+            .call_answer(
+                &session.peer,
+                request.name,
+                request.arguments,
+                request.progress,
+                request.cancel,
+            )
+            .await;
+        {
+            let mut in_flight = self.in_flight();
+            match in_flight.get(&request.id) {
+                Some((taking, _)) if *taking == request.taking => {
+                    in_flight.remove(&request.id);
+                    self.ids.release(&request.id);
+                }
+                // Cancelled by the client (its id may be in use again): no answer, as rmcp.
+                _ => return,
+            }
+        }
+        let line = match outcome {
+            Ok(Answer::Raw(raw)) => match raw.reply(&request.id, session.modern) {
+                Some(line) => line,
+                None => typed_line(
+                    request.id,
+                    raw.decode()
+                        .map_err(crate::pipeline::CallError::Upstream)
+                        .or_else(crate::error::into_mcp),
+                    session.modern,
+                ),
+            },
+            Ok(Answer::Decoded(result)) => typed_line(request.id, Ok(result), session.modern),
+            Err(error) => typed_line(request.id, Err(error), session.modern),
+        };
+        self.service.gateway.pipeline.metrics.count_fast_path_call();
+        if let Err(error) = self.writer.write_line(line).await {
+            tracing::debug!(%error, "could not write an answer to the client");
+        }
+    }
+}
+
+impl Intercept for FastPath {
+    fn take(&self, line: &[u8]) -> bool {
+        let Some(session) = self.session.get() else {
+            return false;
+        };
+        // serde would read a struct from an array too; JSON-RPC messages are objects.
+        if !is_object(line) {
+            return false;
+        }
+        let Ok(envelope) = serde_json::from_slice::<Envelope<'_>>(line) else {
+            return false;
+        };
+        if envelope.jsonrpc != "2.0" {
+            return false;
+        }
+        match (envelope.method.as_deref(), envelope.id) {
+            (Some(TOOLS_CALL), Some(id)) => self.take_call(session, id, envelope.params),
+            (Some("notifications/cancelled"), None) => self.take_cancel(envelope.params),
+            _ => false,
+        }
+    }
+}
+
+/// The parts of a message looked at to decide; `params` stays raw.
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow)]
+    jsonrpc: Cow<'a, str>,
+    id: Option<RequestId>,
+    #[serde(borrow)]
+    method: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    params: Option<&'a RawValue>,
+}
+
+/// `tools/call` params the fast path takes; any other key leaves the request to rmcp.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CallParams<'a> {
+    #[serde(borrow)]
+    name: Cow<'a, str>,
+    #[serde(default)]
+    arguments: Option<JsonObject>,
+    #[serde(default, borrow, rename = "_meta")]
+    meta: Option<&'a RawValue>,
+}
+
+/// Whether this JSON text is an object (its first non-blank byte is `{`).
+fn is_object(json: &[u8]) -> bool {
+    json.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CallMeta {
+    #[serde(rename = "progressToken")]
+    progress_token: Option<ProgressToken>,
+}
+
+struct Request {
+    id: RequestId,
+    taking: u64,
+    name: String,
+    arguments: Option<JsonObject>,
+    progress: Option<ProgressToken>,
+    cancel: CancellationToken,
+}
+
+/// An answer written from rmcp's types, by rmcp's rules for the client's protocol version
+/// (see `ServerHandler::handle_request` in rmcp).
+fn typed_line(
+    id: RequestId,
+    outcome: Result<rmcp::model::CallToolResult, ErrorData>,
+    modern: bool,
+) -> Vec<u8> {
+    let message: TxJsonRpcMessage<RoleServer> = match outcome {
+        Ok(result) => {
+            let mut result = ServerResult::CallToolResult(result);
+            if modern {
+                result.fill_missing_cache_hints();
+            } else {
+                result.strip_result_type_for_legacy_peer();
+                result.strip_non_object_output_for_legacy_peer();
+            }
+            JsonRpcMessage::response(result, id)
+        }
+        Err(mut error) => {
+            if modern && error.code == ErrorCode::RESOURCE_NOT_FOUND {
+                error.code = ErrorCode::INVALID_PARAMS;
+            }
+            JsonRpcMessage::error(error, Some(id))
+        }
+    };
+    let mut line = match serde_json::to_vec(&message) {
+        Ok(line) => line,
+        Err(error) => {
+            tracing::warn!(%error, "could not encode an answer");
+            let error =
+                ErrorData::internal_error(format!("could not encode the answer: {error}"), None);
+            let id = match message {
+                JsonRpcMessage::Response(response) => Some(response.id),
+                JsonRpcMessage::Error(error) => error.id,
+                _ => None,
+            };
+            serde_json::to_vec(&TxJsonRpcMessage::<RoleServer>::error(error, id))
+                .unwrap_or_default()
+        }
+    };
+    line.push(b'\n');
+    line
+}

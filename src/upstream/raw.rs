@@ -1,0 +1,415 @@
+//! The raw path to a stdio upstream: `tools/call` written and answered as bytes, beside rmcp's client on the same pipes.
+//!
+//! rmcp's client decodes every answer into its typed enums and spawns tasks around each
+//! request; for a forwarded call that is most of the gateway's cost (`BENCHMARKS.md`). Here
+//! one writer task owns the child's stdin and takes whole lines from two senders: rmcp's
+//! transport ([`SharedStdin`]) and [`RawLink`], which writes `tools/call` requests with ids
+//! of its own (`"tg-<n>"`, strings, so they never meet rmcp's numbers). The reader
+//! ([`super::size_guard::SizeGuard`]) hands every answer to such an id to the waiting call as
+//! the line it was ([`RawLink::divert`]); everything else (lists, notifications, progress,
+//! the server's requests) goes on to rmcp as before.
+
+mod call;
+
+pub use call::RawResult;
+
+use std::{
+    collections::HashMap,
+    io,
+    pin::Pin,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, AtomicUsize, Ordering},
+    },
+    task::{Context, Poll},
+};
+
+use rmcp::model::{NumberOrString, ProgressNotificationParam};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use tokio::{
+    io::{AsyncWrite, AsyncWriteExt},
+    process::ChildStdin,
+    sync::{mpsc, oneshot},
+};
+use tokio_util::sync::{CancellationToken, PollSender};
+
+/// Lines waiting for the child's stdin (both senders together); a sender waits beyond that.
+const QUEUE: usize = 1024;
+/// Small lines queued together are written with one `write` (under load, one wake-up of the
+/// child for several requests).
+const COALESCE_BYTES: usize = 64 * 1024;
+
+/// Progress notifications one raw call may have waiting; more are dropped (a client that
+/// reads keeps this near zero).
+const PROGRESS_QUEUE: usize = 64;
+
+/// An answer to a raw request, as read: the whole line and where its `result` or `error` is.
+pub struct RawAnswer {
+    pub line: Vec<u8>,
+    pub result: Option<(usize, usize)>,
+    pub error: Option<(usize, usize)>,
+}
+
+/// The raw side of one stdio connection: its request ids, the calls waiting for answers and
+/// the queue to the child's stdin.
+pub struct RawLink {
+    queue: mpsc::Sender<Vec<u8>>,
+    pending: Mutex<HashMap<u64, Pending>>,
+    /// How many calls wait; read without the lock by the reader, which skips every line
+    /// while nobody waits.
+    waiting: AtomicUsize,
+    next: AtomicU64,
+    /// Set when the connection's reader ended: new calls fail at once.
+    closed: std::sync::atomic::AtomicBool,
+}
+
+/// Where the reader puts what comes for one raw call.
+struct Pending {
+    answer: oneshot::Sender<RawAnswer>,
+    /// Its progress, in the order the server wrote it: the reader takes it out of the stream
+    /// with the answer, so that the answer cannot overtake it.
+    progress: Option<mpsc::Sender<ProgressNotificationParam>>,
+}
+
+/// A call waiting for its answer; its entry goes when it does (answered, timed out, cancelled).
+pub struct Waiting<'a> {
+    link: &'a RawLink,
+    pub id: u64,
+    pub answer: oneshot::Receiver<RawAnswer>,
+    /// The call's progress, when it asked for it.
+    pub progress: Option<mpsc::Receiver<ProgressNotificationParam>>,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.link.forget(self.id);
+    }
+}
+
+impl RawLink {
+    /// Takes the child's stdin: returns the link, rmcp's writer and the writer task's stop
+    /// (cancelled when the connection is stopped, which closes the child's stdin).
+    pub fn new(stdin: ChildStdin) -> (Arc<Self>, SharedStdin, CancellationToken) {
+        let (queue, lines) = mpsc::channel(QUEUE);
+        let stop = CancellationToken::new();
+        // Owned through `stop` (cancelled by the connection's stop and by rmcp's close) and
+        // ended by the queue closing when both senders are gone.
+        tokio::spawn(write_lines(stdin, lines, stop.clone()));
+        let link = Arc::new(Self {
+            queue: queue.clone(),
+            pending: Mutex::new(HashMap::new()),
+            waiting: AtomicUsize::new(0),
+            next: AtomicU64::new(1),
+            closed: Default::default(),
+        });
+        let shared = SharedStdin {
+            line: Vec::new(),
+            lines: std::collections::VecDeque::new(),
+            queue: PollSender::new(queue),
+            stop: stop.clone(),
+        };
+        (link, shared, stop)
+    }
+
+    /// A fresh request id, and the receivers its answer (and its progress, if `progress`)
+    /// will come to.
+    pub fn expect(&self, progress: bool) -> Option<Waiting<'_>> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let (sender, answer) = oneshot::channel();
+        let (progress_sender, progress) = match progress {
+            true => {
+                let (sender, receiver) = mpsc::channel(PROGRESS_QUEUE);
+                (Some(sender), Some(receiver))
+            }
+            false => (None, None),
+        };
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        if self.closed.load(Ordering::Acquire) {
+            return None;
+        }
+        pending.insert(
+            id,
+            Pending {
+                answer: sender,
+                progress: progress_sender,
+            },
+        );
+        self.waiting.store(pending.len(), Ordering::Release);
+        Some(Waiting {
+            link: self,
+            id,
+            answer,
+            progress,
+        })
+    }
+
+    fn forget(&self, id: u64) {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        if pending.remove(&id).is_some() {
+            self.waiting.store(pending.len(), Ordering::Release);
+        }
+    }
+
+    /// Queues one line (with its newline) for the child; waits while the queue is full.
+    /// Cancel-safe: a line is queued whole or not at all.
+    pub async fn send(&self, line: Vec<u8>) -> Result<(), ()> {
+        self.queue.send(line).await.map_err(|_| ())
+    }
+
+    /// If `line` answers a raw request or is progress for one, hands it to its call (an
+    /// answer for a call that is gone is dropped) and returns `None`; otherwise gives it back
+    /// for rmcp.
+    pub fn divert(&self, line: Vec<u8>) -> Option<Vec<u8>> {
+        if self.waiting.load(Ordering::Acquire) == 0 {
+            return Some(line);
+        }
+        match for_raw_call(&line) {
+            Some(ForRawCall::Answer { id, result, error }) => {
+                let pending = {
+                    let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+                    let entry = pending.remove(&id);
+                    self.waiting.store(pending.len(), Ordering::Release);
+                    entry
+                };
+                match pending {
+                    Some(pending) => {
+                        let _ = pending.answer.send(RawAnswer {
+                            line,
+                            result,
+                            error,
+                        });
+                    }
+                    None => tracing::debug!(id, "an answer came for a call no longer waiting"),
+                }
+                None
+            }
+            Some(ForRawCall::Progress { id, params }) => {
+                let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+                let Some(progress) = pending.get(&id).and_then(|p| p.progress.as_ref()) else {
+                    drop(pending);
+                    return Some(line);
+                };
+                if progress.try_send(params).is_err() {
+                    tracing::debug!(id, "progress dropped: the client is not reading it");
+                }
+                None
+            }
+            None => Some(line),
+        }
+    }
+
+    /// The connection's reader ended: every waiting call fails now, and new ones at once.
+    pub fn close(&self) {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        self.closed.store(true, Ordering::Release);
+        pending.clear();
+        self.waiting.store(0, Ordering::Release);
+    }
+}
+
+/// What a line from the server is for a raw call.
+enum ForRawCall {
+    /// The answer to request `"tg-<id>"`: where its `result` or `error` is in the line.
+    Answer {
+        id: u64,
+        result: Option<(usize, usize)>,
+        error: Option<(usize, usize)>,
+    },
+    /// Progress with the token `"tg-<id>"`.
+    Progress {
+        id: u64,
+        params: ProgressNotificationParam,
+    },
+}
+
+/// `"tg-<n>"` → `n`.
+fn raw_id(json: &str) -> Option<u64> {
+    json.strip_prefix("\"tg-")?.strip_suffix('"')?.parse().ok()
+}
+
+/// Whether `line` is for a raw call; `None` for any other line. One pass over the line; an
+/// answer's values are not decoded.
+fn for_raw_call(line: &[u8]) -> Option<ForRawCall> {
+    #[derive(Deserialize)]
+    struct Head<'a> {
+        #[serde(borrow)]
+        id: Option<&'a RawValue>,
+        #[serde(borrow)]
+        method: Option<&'a RawValue>,
+        #[serde(borrow)]
+        params: Option<&'a RawValue>,
+        #[serde(borrow)]
+        result: Option<&'a RawValue>,
+        #[serde(borrow)]
+        error: Option<&'a RawValue>,
+    }
+    let head: Head<'_> = serde_json::from_slice(line).ok()?;
+    if let Some(method) = head.method {
+        if head.id.is_some() || method.get() != r#""notifications/progress""# {
+            return None;
+        }
+        let params: ProgressNotificationParam = serde_json::from_str(head.params?.get()).ok()?;
+        let NumberOrString::String(token) = &params.progress_token.0 else {
+            return None;
+        };
+        let id = token.strip_prefix("tg-")?.parse().ok()?;
+        return Some(ForRawCall::Progress { id, params });
+    }
+    let id = raw_id(head.id?.get())?;
+    let span = |value: &RawValue| {
+        let start = value.get().as_ptr() as usize - line.as_ptr() as usize;
+        (start, start + value.get().len())
+    };
+    Some(ForRawCall::Answer {
+        id,
+        result: head.result.map(span),
+        error: head.error.map(span),
+    })
+}
+
+/// Writes queued lines to the child's stdin until stopped or both senders are gone;
+/// dropping stdin then closes it, which asks a stdio server to exit.
+async fn write_lines(
+    mut stdin: ChildStdin,
+    mut lines: mpsc::Receiver<Vec<u8>>,
+    stop: CancellationToken,
+) {
+    loop {
+        let mut batch = tokio::select! {
+            line = lines.recv() => match line {
+                Some(line) => line,
+                None => break,
+            },
+            // The connection is being stopped.
+            () = stop.cancelled() => break,
+        };
+        while batch.len() < COALESCE_BYTES {
+            match lines.try_recv() {
+                Ok(line) => batch.extend_from_slice(&line),
+                Err(_) => break,
+            }
+        }
+        let written = tokio::select! {
+            written = stdin.write_all(&batch) => written,
+            // A server that stopped reading holds the write; stopping must not wait for it.
+            () = stop.cancelled() => break,
+        };
+        if let Err(error) = written {
+            tracing::debug!(%error, "could not write to a stdio server");
+            break;
+        }
+    }
+}
+
+/// rmcp's writer: whole lines go to the shared queue.
+pub struct SharedStdin {
+    /// The line rmcp is writing, until its newline.
+    line: Vec<u8>,
+    /// Whole lines not yet queued.
+    lines: std::collections::VecDeque<Vec<u8>>,
+    queue: PollSender<Vec<u8>>,
+    stop: CancellationToken,
+}
+
+impl SharedStdin {
+    fn poll_queue(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while let Some(line) = self.lines.pop_front() {
+            match self.queue.poll_reserve(cx) {
+                Poll::Ready(Ok(())) => {
+                    if self.queue.send_item(line).is_err() {
+                        return Poll::Ready(Err(closed()));
+                    }
+                }
+                Poll::Ready(Err(_)) => return Poll::Ready(Err(closed())),
+                Poll::Pending => {
+                    self.lines.push_front(line);
+                    return Poll::Pending;
+                }
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+fn closed() -> io::Error {
+    io::Error::new(io::ErrorKind::BrokenPipe, "the server's stdin is closed")
+}
+
+impl AsyncWrite for SharedStdin {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+        bytes: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        // rmcp writes one encoded message and flushes; lines are queued at the flush.
+        let mut rest = bytes;
+        while let Some(at) = rest.iter().position(|&b| b == b'\n') {
+            this.line.extend_from_slice(&rest[..=at]);
+            this.lines.push_back(std::mem::take(&mut this.line));
+            rest = &rest[at + 1..];
+        }
+        this.line.extend_from_slice(rest);
+        Poll::Ready(Ok(bytes.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.get_mut().poll_queue(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let flushed = this.poll_queue(cx);
+        if flushed.is_pending() {
+            return flushed;
+        }
+        // rmcp closes its client: the connection is over, and the child's stdin closes.
+        this.stop.cancel();
+        this.queue.close();
+        Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_answers_and_progress_for_raw_ids_are_taken_and_spans_found() {
+        let answer = |line: &[u8]| match for_raw_call(line) {
+            Some(ForRawCall::Answer { id, result, error }) => Some((id, result, error)),
+            _ => None,
+        };
+        let line = br#"{"jsonrpc":"2.0","id":"tg-42","result":{"content":[]}}"#;
+        let (id, result, error) = answer(line).unwrap();
+        assert_eq!(id, 42);
+        let (start, end) = result.unwrap();
+        assert_eq!(&line[start..end], br#"{"content":[]}"#);
+        assert!(error.is_none());
+
+        // The TypeScript SDK writes the id last.
+        let line = br#"{"error":{"code":-1,"message":"x"},"jsonrpc":"2.0","id":"tg-7"}"#;
+        let (id, result, error) = answer(line).unwrap();
+        assert_eq!((id, result), (7, None));
+        let (start, end) = error.unwrap();
+        assert_eq!(&line[start..end], br#"{"code":-1,"message":"x"}"#);
+
+        let progress = br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"tg-3","progress":1}}"#;
+        assert!(matches!(
+            for_raw_call(progress),
+            Some(ForRawCall::Progress { id: 3, .. })
+        ));
+
+        for other in [
+            &br#"{"jsonrpc":"2.0","id":3,"result":{}}"#[..],
+            br#"{"jsonrpc":"2.0","id":"tg-1","method":"ping"}"#,
+            br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":5,"progress":1}}"#,
+            br#"{"jsonrpc":"2.0","method":"notifications/message","params":{}}"#,
+            br#"{"jsonrpc":"2.0","id":"tg-x","result":{}}"#,
+            b"not json",
+        ] {
+            assert!(for_raw_call(other).is_none());
+        }
+    }
+}

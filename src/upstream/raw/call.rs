@@ -1,0 +1,320 @@
+//! `Upstream::call_raw`: one `tools/call` over the raw path, and the result it returns undecoded.
+
+use std::io::Write as _;
+
+use rmcp::model::{CallToolResult, ErrorData, RequestId, ServerResult};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::RawAnswer;
+use crate::{
+    config::ServerId,
+    upstream::{CallContext, Upstream, UpstreamError},
+};
+
+/// The opening `resultType` that a 2026-07-28 server writes first (rmcp does); removed for
+/// clients of earlier versions, as rmcp's typed path does.
+const COMPLETE_FIRST: &[u8] = br#"{"resultType":"complete","#;
+
+/// A tool result as the upstream wrote it, looked at but not decoded.
+pub struct RawResult {
+    server: ServerId,
+    /// The whole answer line; the result is `line[start..end]`.
+    line: Vec<u8>,
+    start: usize,
+    end: usize,
+    is_error: bool,
+    /// Whether it can be written to a client as it is (see [`RawResult::reply`]).
+    plain: bool,
+    has_result_type: bool,
+    /// `structuredContent` is absent or an object (what clients before 2026-07-28 accept).
+    structured_is_object: bool,
+}
+
+impl RawResult {
+    /// Looks at the result in `answer`: one pass, nothing decoded but a few keys.
+    fn new(server: ServerId, line: Vec<u8>, (start, end): (usize, usize)) -> Self {
+        #[derive(Deserialize)]
+        struct Peek<'a> {
+            #[serde(default, rename = "isError")]
+            is_error: Option<bool>,
+            #[serde(borrow, rename = "resultType")]
+            result_type: Option<&'a RawValue>,
+            #[serde(borrow, rename = "structuredContent")]
+            structured: Option<&'a RawValue>,
+            #[serde(borrow)]
+            content: Option<&'a RawValue>,
+        }
+        let peek = serde_json::from_slice::<Peek<'_>>(&line[start..end]).ok();
+        let mut raw = Self {
+            server,
+            start,
+            end,
+            is_error: false,
+            plain: false,
+            has_result_type: false,
+            structured_is_object: true,
+            line: Vec::new(),
+        };
+        if let Some(peek) = peek {
+            raw.is_error = peek.is_error == Some(true);
+            raw.has_result_type = peek.result_type.is_some();
+            raw.structured_is_object = peek
+                .structured
+                .is_none_or(|value| value.get().starts_with('{'));
+            // Anything rmcp's typed path would change (a missing `content`, which it adds, or
+            // a result type other than `complete`) is decoded instead.
+            raw.plain = peek.content.is_some_and(|c| c.get().starts_with('['))
+                && peek.result_type.is_none_or(|t| t.get() == r#""complete""#);
+        }
+        raw.line = line;
+        raw
+    }
+
+    /// The result's JSON text.
+    pub fn json(&self) -> &[u8] {
+        &self.line[self.start..self.end]
+    }
+
+    /// Its size in bytes for `max_result_bytes`: the upstream's bytes, plus the
+    /// `"resultType":"complete",` that the typed path adds when the upstream left it out
+    /// (so that both paths refuse the same results).
+    pub fn size(&self) -> usize {
+        let added = if self.has_result_type {
+            0
+        } else {
+            COMPLETE_FIRST.len() - 1
+        };
+        self.end - self.start + added
+    }
+
+    /// Whether the tool says it failed (`isError: true`).
+    pub fn is_error(&self) -> bool {
+        self.is_error
+    }
+
+    /// Decoded the way rmcp's client decodes an answer (and [`Upstream::call`] reads it).
+    pub fn decode(&self) -> Result<CallToolResult, UpstreamError> {
+        match serde_json::from_slice::<ServerResult>(self.json()) {
+            Ok(result) => crate::upstream::tool_result(&self.server, result),
+            Err(error) => Err(UpstreamError::Protocol {
+                server: self.server.clone(),
+                detail: format!("expected a tool result: {error}"),
+            }),
+        }
+    }
+
+    /// The whole answer line to a client's request `id`, the result as the upstream wrote it;
+    /// `modern` is a client of 2026-07-28 or later. `None` when rmcp's typed path would
+    /// change the result for this client (then it is [`decode`](Self::decode)d): a
+    /// `resultType` that is not at the very front for an older client, or structured content
+    /// that is not an object, which older clients do not accept.
+    pub fn reply(&self, id: &RequestId, modern: bool) -> Option<Vec<u8>> {
+        if !self.plain {
+            return None;
+        }
+        let json = self.json();
+        let mut line = Vec::with_capacity(json.len() + 64);
+        line.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+        serde_json::to_writer(&mut line, id).ok()?;
+        line.extend_from_slice(br#","result":"#);
+        match (modern, self.has_result_type) {
+            (true, true) => line.extend_from_slice(json),
+            // The typed path adds `resultType` (it comes first in rmcp's result).
+            (true, false) => {
+                line.extend_from_slice(COMPLETE_FIRST);
+                line.extend_from_slice(json.get(1..)?);
+            }
+            (false, _) if !self.structured_is_object => return None,
+            (false, false) => line.extend_from_slice(json),
+            (false, true) => {
+                let rest = json.strip_prefix(COMPLETE_FIRST)?;
+                line.push(b'{');
+                line.extend_from_slice(rest);
+            }
+        }
+        line.extend_from_slice(b"}\n");
+        Some(line)
+    }
+}
+
+/// Relays one progress notification to the calling client under its own token, and waits
+/// until it is sent, so that the answer written after it cannot overtake it.
+async fn relay_progress(ctx: &CallContext, mut params: rmcp::model::ProgressNotificationParam) {
+    let Some(sink) = &ctx.progress else {
+        return;
+    };
+    params.progress_token = sink.token.clone();
+    if let Err(error) = sink.peer.notify_progress(params).await {
+        tracing::debug!(%error, "could not relay progress to the client");
+    }
+}
+
+impl Upstream {
+    /// [`Upstream::call`] over the raw path: the request is written as bytes and the answer
+    /// comes back as the line it was. Progress, cancel and the relay of the server's requests
+    /// behave as in `call`. Call it only while [`Upstream::raw_link`] is `Some`.
+    #[tracing::instrument(level = "debug", skip_all, fields(server = %self.name, tool = tool))]
+    pub async fn call_raw(
+        &self,
+        tool: &str,
+        arguments: &rmcp::model::JsonObject,
+        ctx: CallContext,
+    ) -> Result<RawResult, UpstreamError> {
+        let Some(link) = self.raw_link() else {
+            return Err(self.not_connected());
+        };
+        let Some(mut waiting) = link.expect(ctx.progress.is_some()) else {
+            return Err(self.closed_during_call());
+        };
+        // While this call runs, the server's requests and log messages go to its caller.
+        let _in_flight = ctx
+            .session
+            .map(|session| self.relay.begin_call(&self.name, session));
+        let id = waiting.id;
+        let mut line = Vec::with_capacity(128);
+        let _ = write!(
+            line,
+            r#"{{"jsonrpc":"2.0","id":"tg-{id}","method":"tools/call","params":{{"name":"#
+        );
+        serde_json::to_writer(&mut line, tool).map_err(|e| self.unwritable(e))?;
+        line.extend_from_slice(br#","arguments":"#);
+        serde_json::to_writer(&mut line, arguments).map_err(|e| self.unwritable(e))?;
+        if ctx.progress.is_some() {
+            // The reader hands this call its progress in order with the answer.
+            let _ = write!(line, r#","_meta":{{"progressToken":"tg-{id}"}}"#);
+        }
+        line.extend_from_slice(b"}}\n");
+        let answer = tokio::select! {
+            // Queued (or the connection is gone), then answered; progress relayed meanwhile.
+            answer = async {
+                link.send(line).await.map_err(|()| self.closed_during_call())?;
+                let answer = loop {
+                    let progress = async {
+                        match waiting.progress.as_mut() {
+                            Some(progress) => progress.recv().await,
+                            None => std::future::pending().await,
+                        }
+                    };
+                    tokio::select! {
+                        biased;
+                        // Progress first: it was written before the answer.
+                        Some(params) = progress => relay_progress(&ctx, params).await,
+                        answer = &mut waiting.answer => break answer,
+                    }
+                };
+                // What came just before the answer, still queued.
+                if let Some(progress) = waiting.progress.as_mut() {
+                    while let Ok(params) = progress.try_recv() {
+                        relay_progress(&ctx, params).await;
+                    }
+                }
+                answer.map_err(|_| self.closed_during_call())
+            } => answer?,
+            // The client cancelled: tell the upstream, and give no answer.
+            () = ctx.cancel.cancelled() => {
+                let notice = format!(
+                    "{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{{\"requestId\":\"tg-{id}\",\"reason\":\"cancelled by the gateway's client\"}}}}\n"
+                );
+                if link.send(notice.into_bytes()).await.is_err() {
+                    tracing::debug!(server = %self.name, "could not forward cancel");
+                }
+                return Err(UpstreamError::Cancelled);
+            }
+        };
+        self.raw_result(answer)
+    }
+
+    fn unwritable(&self, error: serde_json::Error) -> UpstreamError {
+        UpstreamError::Protocol {
+            server: self.name.clone(),
+            detail: format!("could not write the request: {error}"),
+        }
+    }
+
+    fn raw_result(&self, answer: RawAnswer) -> Result<RawResult, UpstreamError> {
+        let RawAnswer {
+            line,
+            result,
+            error,
+        } = answer;
+        match (result, error) {
+            (Some(span), None) => Ok(RawResult::new(self.name.clone(), line, span)),
+            (None, Some((start, end))) => {
+                match serde_json::from_slice::<ErrorData>(&line[start..end]) {
+                    Ok(error) => {
+                        Err(self.unavailable(rmcp::service::ServiceError::McpError(error)))
+                    }
+                    Err(error) => Err(UpstreamError::Protocol {
+                        server: self.name.clone(),
+                        detail: format!("unreadable error answer: {error}"),
+                    }),
+                }
+            }
+            _ => Err(UpstreamError::Protocol {
+                server: self.name.clone(),
+                detail: "an answer with neither a result nor an error, or both".into(),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ServerName;
+
+    fn raw(result: &str) -> RawResult {
+        let line = format!(r#"{{"jsonrpc":"2.0","id":"tg-1","result":{result}}}"#).into_bytes();
+        let start = line.len() - 1 - result.len();
+        let server = ServerId::global(ServerName::parse("s").unwrap());
+        RawResult::new(server, line, (start, start + result.len()))
+    }
+
+    fn reply(result: &RawResult, modern: bool) -> Option<String> {
+        result
+            .reply(&RequestId::Number(7), modern)
+            .map(|line| String::from_utf8(line).unwrap())
+    }
+
+    #[test]
+    fn a_result_goes_out_as_written_with_the_result_type_each_era_expects() {
+        let with_type = raw(r#"{"resultType":"complete","content":[],"isError":true}"#);
+        assert!(with_type.is_error());
+        assert_eq!(
+            reply(&with_type, true).unwrap(),
+            "{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"resultType\":\"complete\",\"content\":[],\"isError\":true}}\n"
+        );
+        assert_eq!(
+            reply(&with_type, false).unwrap(),
+            "{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"content\":[],\"isError\":true}}\n"
+        );
+        let without = raw(r#"{"content":[{"type":"text","text":"é"}]}"#);
+        assert!(!without.is_error());
+        assert_eq!(
+            reply(&without, true).unwrap(),
+            "{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"resultType\":\"complete\",\"content\":[{\"type\":\"text\",\"text\":\"é\"}]}}\n"
+        );
+        assert!(reply(&without, false).unwrap().ends_with(
+            r#""result":{"content":[{"type":"text","text":"é"}]}}
+"#
+        ));
+    }
+
+    #[test]
+    fn what_the_typed_path_would_change_is_left_to_it() {
+        // No content (rmcp adds `[]`), another result type, a result type not in front for
+        // an older client, a non-object structured content for an older client.
+        assert!(reply(&raw(r#"{"structuredContent":{}}"#), true).is_none());
+        assert!(reply(&raw(r#"{"resultType":"task","content":[]}"#), true).is_none());
+        let late = raw(r#"{"content":[],"resultType":"complete"}"#);
+        assert!(reply(&late, true).is_some());
+        assert!(reply(&late, false).is_none());
+        let list = raw(r#"{"content":[],"structuredContent":[1]}"#);
+        assert!(reply(&list, true).is_some());
+        assert!(reply(&list, false).is_none());
+        // Unreadable for the peek: decoded, where the error is named.
+        assert!(reply(&raw(r#"{"content":[],"isError":"yes"}"#), true).is_none());
+        assert!(raw(r#"{"content":[],"isError":"yes"}"#).decode().is_err());
+    }
+}
