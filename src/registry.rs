@@ -14,7 +14,7 @@ mod run_code;
 
 use std::{
     collections::{BTreeMap, HashMap},
-    hash::{Hash, Hasher},
+    hash::Hasher,
     sync::Arc,
 };
 
@@ -24,7 +24,7 @@ use crate::{
     code_mode::sdk::{self, SdkTool},
     config::{CodeSettings, Mode, PrefixPolicy, Profile, ProfileName, Retry, ServerId},
 };
-use layers::{Layered, layer_of, name_layer};
+use layers::{Layered, Slot, layer_of, name_layer};
 pub use names::NameClash;
 use passthrough::{Offer, Offers};
 use restrict::Restriction;
@@ -117,7 +117,8 @@ pub struct ToolEntry {
     pub upstream_name: String,
     /// The tool as listed downstream: the upstream's definition with `name` = `exposed`.
     pub tool: Tool,
-    /// Hash of `tool` as serialized: views combine these to notice a change cheaply.
+    /// Hash of the definition (serialized once, when imported) and of `exposed`: views
+    /// combine these to notice a change without serializing anything.
     pub fingerprint: u64,
     pub policy: Arc<CallPolicy>,
     pub target: Target,
@@ -257,7 +258,8 @@ struct ProfileSpec {
 #[derive(Debug)]
 pub struct Registry {
     policy: PrefixPolicy,
-    servers: BTreeMap<ServerId, Vec<Imported>>,
+    /// Each server's tools, hashed when imported and kept with the entries last made of them.
+    servers: BTreeMap<ServerId, Vec<Slot>>,
     /// What each server offers besides tools.
     offers: BTreeMap<ServerId, Offer>,
     /// Servers that are down: still named (so names do not shift under `on-conflict`), but
@@ -331,15 +333,18 @@ impl Registry {
     /// Sets the gateway's default mode, the SDK form and the `run_code` limits, and rebuilds.
     pub fn with_code(mut self, code: CodeSettings) -> Self {
         self.code = code;
+        // The old views' `run_code` descriptions follow the old settings: none may be reused.
+        self.views = Arc::default();
         self.rebuild();
         self
     }
 
     /// Sets what `server` exports (its whole list: imports are never partial) and rebuilds.
+    /// Only these tools are hashed; other servers' entries are reused as they are.
     pub fn replace<T: Into<Imported>>(&mut self, server: &ServerId, tools: Vec<T>) {
         self.down.remove(server);
-        self.servers
-            .insert(server.clone(), tools.into_iter().map(Into::into).collect());
+        let slots = tools.into_iter().map(|t| Slot::new(t.into())).collect();
+        self.servers.insert(server.clone(), slots);
         self.rebuild();
     }
 
@@ -446,19 +451,20 @@ impl Registry {
         // server has: that is how a profile gets its own variant of a tool (shadowing).
         let mut layers: HashMap<Option<ProfileName>, Vec<Arc<ToolEntry>>> = HashMap::new();
         let mut clashes = Vec::new();
-        let mut owners: Vec<Option<&ProfileName>> =
-            self.servers.keys().map(|id| id.owner.as_ref()).collect();
+        // Owned: naming updates the slots (their kept entries) while the owners are walked.
+        let mut owners: Vec<Option<ProfileName>> =
+            self.servers.keys().map(|id| id.owner.clone()).collect();
         owners.dedup();
         for owner in owners {
-            let sources: Vec<(&ServerId, &Imported)> = self
+            let sources: Vec<(&ServerId, &mut Slot)> = self
                 .servers
-                .iter()
-                .filter(|(id, _)| id.owner.as_ref() == owner)
-                .flat_map(|(id, tools)| tools.iter().map(move |tool| (id, tool)))
+                .iter_mut()
+                .filter(|(id, _)| id.owner == owner)
+                .flat_map(|(id, slots)| slots.iter_mut().map(move |slot| (id, slot)))
                 .collect();
             let (entries, layer_clashes) = name_layer(self.policy, sources);
             clashes.extend(layer_clashes);
-            layers.insert(owner.cloned(), entries);
+            layers.insert(owner, entries);
         }
         self.generation += 1;
         self.clashes = clashes;
@@ -519,7 +525,8 @@ impl Registry {
                 .into_iter()
                 .partition(|entry| !self.down.contains(&entry.server));
             if mode.has_run_code() {
-                entries.push(run_code_entry(&entries, &self.code));
+                let previous = self.views.get(&spec.name).map(Arc::as_ref);
+                entries.push(run_code_entry(&entries, &self.code, previous));
             }
             let mut view = View::new(self.generation, entries, mode);
             view.offers = offers.0;
@@ -560,6 +567,7 @@ impl View {
             .iter()
             .map(|e| (e.exposed.clone(), e.clone()))
             .collect();
+        // Only the entries' stored hashes: building a view serializes nothing.
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         for entry in &entries {
             hasher.write_u64(entry.fingerprint);
@@ -577,16 +585,6 @@ impl View {
             mask: Vec::new(),
         }
     }
-}
-
-fn fingerprint(tool: &Tool) -> u64 {
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    // Serialization of a tool we built ourselves cannot fail; an empty string would only make
-    // a change announcement more likely, never less.
-    serde_json::to_string(tool)
-        .unwrap_or_default()
-        .hash(&mut hasher);
-    hasher.finish()
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use rmcp::model::Tool;
 
-use super::{CallPolicy, RUN_CODE, Target, ToolEntry, View, fingerprint};
+use super::{CallPolicy, RUN_CODE, Target, ToolEntry, View, layers::fingerprint};
 use crate::{
     code_mode::sdk::{self, SdkForm, SdkTool},
     config::{CodeSettings, ServerId, ServerName},
@@ -19,8 +19,17 @@ pub(super) fn sdk_tool(entry: &ToolEntry) -> SdkTool<'_> {
 }
 
 /// `run_code` for a view whose upstream tools are `entries`: its description carries their
-/// SDK (inline, or the catalog form for a large set).
-pub(super) fn run_code_entry(entries: &[Arc<ToolEntry>], code: &CodeSettings) -> Arc<ToolEntry> {
+/// SDK (inline, or the catalog form for a large set). The `previous` view's, when that had
+/// these very entries: its description would come out the same, so neither it nor its hash
+/// is made again by a rebuild for a change this view does not see.
+pub(super) fn run_code_entry(
+    entries: &[Arc<ToolEntry>],
+    code: &CodeSettings,
+    previous: Option<&View>,
+) -> Arc<ToolEntry> {
+    if let Some(kept) = previous.and_then(|view| unchanged(view, entries)) {
+        return kept;
+    }
     let tools: Vec<SdkTool<'_>> = entries.iter().map(|e| sdk_tool(e)).collect();
     let (description, _form) =
         sdk::run_code_description(&tools, code.sdk, code.sdk_inline_max_tokens);
@@ -66,6 +75,16 @@ pub(super) fn run_code_entry(entries: &[Arc<ToolEntry>], code: &CodeSettings) ->
         }),
         target: Target::RunCode,
     })
+}
+
+/// The `run_code` entry of `previous` if its upstream entries are `entries` (the same `Arc`s,
+/// in order). The registry puts `run_code` last.
+fn unchanged(previous: &View, entries: &[Arc<ToolEntry>]) -> Option<Arc<ToolEntry>> {
+    let (run_code, upstream) = previous.entries().split_last()?;
+    let same = run_code.target == Target::RunCode
+        && upstream.len() == entries.len()
+        && upstream.iter().zip(entries).all(|(a, b)| Arc::ptr_eq(a, b));
+    same.then(|| run_code.clone())
 }
 
 /// How long past its own limit a run may take before the pipeline's timeout ends it.

@@ -388,3 +388,95 @@ fn a_down_server_is_withdrawn_and_its_names_are_kept_until_it_returns() {
     assert_eq!(back.withdrawn("b__echo"), None);
     assert_eq!(back.fingerprint(), before.fingerprint());
 }
+
+/// Tools serialized to be hashed on this thread so far.
+fn serialized() -> usize {
+    layers::SERIALIZED.with(std::cell::Cell::get)
+}
+
+#[test]
+fn a_rebuild_hashes_only_the_reimported_servers_tools_and_reuses_the_rest() {
+    // Issue 10: every rebuild used to copy and re-serialize every tool of every server.
+    let mut registry = with_profiles(&[default_profile()]);
+    let before = view(&registry);
+    let start = serialized();
+    registry.replace(&server("echo"), vec![tool("echo"), tool("shout")]);
+    assert_eq!(serialized() - start, 2, "only echo's two tools, once each");
+    let after = view(&registry);
+    for name in ["gh__get_issue", "gh__get_pr", "gh__create_issue"] {
+        let (old, new) = (before.get(name).unwrap(), after.get(name).unwrap());
+        assert!(
+            Arc::ptr_eq(old, new),
+            "{name}: a new entry for an unchanged tool"
+        );
+    }
+    assert_ne!(after.fingerprint(), before.fingerprint());
+
+    // Rebuilds that import no tool hash none.
+    let start = serialized();
+    registry.replace_offer(&server("echo"), passthrough::Offer::default());
+    registry.mark_down(&server("gh"));
+    registry.remove(&server("echo"));
+    assert_eq!(serialized(), start);
+}
+
+#[test]
+fn a_tool_renamed_by_another_servers_import_is_renamed_without_serializing() {
+    // Under `on-conflict` b's `echo` prefixes a's too: a's entry gets a new name and
+    // fingerprint from its stored hash; a's other tool keeps its entry.
+    let mut registry = Registry::new(PrefixPolicy::OnConflict, &[default_profile()]);
+    registry.replace(&server("a"), vec![tool("echo"), tool("only_a")]);
+    let alone = view(&registry);
+    let start = serialized();
+    registry.replace(&server("b"), vec![tool("echo")]);
+    assert_eq!(serialized() - start, 1, "only b's tool");
+    let shared = view(&registry);
+    assert_eq!(names(&shared), ["a__echo", "only_a", "b__echo"]);
+    let renamed = shared.get("a__echo").unwrap();
+    assert_eq!(renamed.tool.name, "a__echo");
+    assert_eq!(renamed.upstream_name, "echo");
+    let (old, new) = (alone.get("only_a").unwrap(), shared.get("only_a").unwrap());
+    assert!(Arc::ptr_eq(old, new));
+    assert_ne!(shared.fingerprint(), alone.fingerprint());
+
+    registry.remove(&server("b"));
+    let back = view(&registry);
+    assert_eq!(names(&back), ["echo", "only_a"]);
+    assert_eq!(
+        back.fingerprint(),
+        alone.fingerprint(),
+        "same names, same hash"
+    );
+    assert_eq!(serialized() - start, 1);
+}
+
+#[test]
+fn run_code_is_made_again_only_for_views_whose_tools_changed() {
+    let mut code = profile("code", None, Some(&["echo__*"]), None);
+    code.mode = Some(Mode::Code);
+    let mut registry = with_profiles(&[default_profile(), code]);
+    let before = view_of(&registry, "code").get(RUN_CODE).unwrap().clone();
+    let start = serialized();
+    registry.replace(&server("gh"), vec![tool("get_issue")]);
+    assert_eq!(serialized() - start, 1, "gh's tool; `code` does not see gh");
+    let kept = view_of(&registry, "code").get(RUN_CODE).unwrap().clone();
+    assert!(Arc::ptr_eq(&before, &kept));
+
+    let start = serialized();
+    registry.replace(&server("echo"), vec![tool("echo"), tool("shout")]);
+    assert_eq!(
+        serialized() - start,
+        3,
+        "echo's two tools and the new `run_code`"
+    );
+    let made = view_of(&registry, "code").get(RUN_CODE).unwrap().clone();
+    assert!(!Arc::ptr_eq(&before, &made));
+    assert!(
+        made.tool
+            .description
+            .as_deref()
+            .unwrap_or("")
+            .contains("shout")
+    );
+    assert_ne!(made.fingerprint, before.fingerprint);
+}
