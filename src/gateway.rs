@@ -315,6 +315,7 @@ fn stages(
     stages.wrappers.push(Arc::new(RetryTransient));
     stages.wrappers.push(Arc::new(Timeout));
     stages.max_result_bytes = Some(config.max_result_bytes);
+    stages.raw_upstream = config.fast_path;
     stages.audit = audit;
     (stages, hooks)
 }

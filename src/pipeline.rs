@@ -297,6 +297,7 @@ pub struct Pipeline {
     /// This pipeline, for the programs' sub-calls (which run through it again).
     me: std::sync::Weak<Pipeline>,
     max_result_bytes: Option<usize>,
+    raw_upstream: bool,
     gates: Vec<Arc<dyn PreGate>>,
     wrappers: Vec<Arc<dyn Around>>,
     posts: Vec<Arc<dyn PostHook>>,
@@ -316,6 +317,10 @@ pub struct Stages {
     pub audit: Option<audit::AuditLog>,
     /// Results larger than this (serialized) are refused; `None`: no cap.
     pub max_result_bytes: Option<usize>,
+    /// Call stdio upstreams over the raw path ([`crate::upstream::raw`]) also for typed
+    /// callers (HTTP sessions, `run_code` programs): the answer is decoded once, as a tool
+    /// result, instead of by rmcp's client. The gateway sets it from `fast_path`.
+    pub raw_upstream: bool,
 }
 
 impl Pipeline {
@@ -331,6 +336,7 @@ impl Pipeline {
             code,
             me: me.clone(),
             max_result_bytes: stages.max_result_bytes,
+            raw_upstream: stages.raw_upstream,
             gates: stages.gates,
             wrappers: stages.wrappers,
             posts: stages.posts,
@@ -344,7 +350,9 @@ impl Pipeline {
     /// agree.
     #[tracing::instrument(level = "debug", skip_all, fields(tool = %call.name, profile = %call.profile))]
     pub async fn execute(&self, view: &Arc<View>, call: Call) -> Result<CallToolResult, CallError> {
-        self.execute_answer(view, call, false).await?.decode()
+        self.execute_answer(view, call, self.raw_upstream)
+            .await?
+            .decode()
     }
 
     /// [`execute`](Self::execute), with the result left raw when it came raw from a stdio

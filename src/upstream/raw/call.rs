@@ -93,8 +93,16 @@ impl RawResult {
         self.is_error
     }
 
-    /// Decoded the way rmcp's client decodes an answer (and [`Upstream::call`] reads it).
+    /// Decoded as [`Upstream::call`] reads rmcp's typed answer: straight as a tool result
+    /// (rmcp tries every kind of result in turn, which costs an error per kind tried); only
+    /// what is not one is decoded as rmcp would, to name what it is.
     pub fn decode(&self) -> Result<CallToolResult, UpstreamError> {
+        if let Ok(result) = serde_json::from_slice::<CallToolResult>(self.json()) {
+            return crate::upstream::tool_result(
+                &self.server,
+                ServerResult::CallToolResult(result),
+            );
+        }
         match serde_json::from_slice::<ServerResult>(self.json()) {
             Ok(result) => crate::upstream::tool_result(&self.server, result),
             Err(error) => Err(UpstreamError::Protocol {
