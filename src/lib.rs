@@ -52,6 +52,12 @@
 //! cancellation → the result comes back unchanged, or a failure goes through
 //! [`error::into_mcp`].
 //!
+//! The fast path of the same call over stdio: [`downstream::fast`] takes the `tools/call`
+//! line before rmcp decodes it → [`pipeline::Pipeline::execute_answer`] runs the same stages
+//! → [`upstream::Upstream::call_raw`] writes the request on the stdio upstream's pipe and its
+//! reader hands back the answer line ([`upstream::raw`]) → unless a stage had to decode it,
+//! the client's answer is written around the upstream's bytes.
+//!
 //! A `run_code` call takes the same path; at the base of the around chain
 //! [`code_mode::CodeRunner`] hands the program to a worker, and each `await tools.x(args)`
 //! comes back as a sub-call `<call_id>:code:<n>` into [`pipeline::Pipeline::execute`] for the

@@ -143,10 +143,15 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    // Over stdio one client drives every call, and a single thread measured cheaper per
+    // call than two workers handing messages across CPUs (BENCHMARKS.md, issue 10); HTTP
+    // serves many sessions at once and keeps tokio's worker pool.
+    let serving_stdio = matches!(cli.command, Command::Serve { http: None, .. });
+    let mut builder = match serving_stdio {
+        true => tokio::runtime::Builder::new_current_thread(),
+        false => tokio::runtime::Builder::new_multi_thread(),
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("toolgate: cannot start the async runtime: {error}");

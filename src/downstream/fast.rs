@@ -194,7 +194,8 @@ impl FastPath {
             progress,
             cancel,
         };
-        self.tasks.spawn(me.answer(request));
+        // Boxed: the call's whole state is large, and a task moves its future into place.
+        self.tasks.spawn(Box::pin(me.answer(request)));
         true
     }
 

@@ -128,20 +128,92 @@ pub trait WriteLine: Send + Sync {
     fn write_line(&self, line: Vec<u8>) -> Reply;
 }
 
-impl<W: AsyncWrite + Send + Unpin + 'static> WriteLine for Arc<Mutex<Option<W>>> {
-    fn write_line(&self, line: Vec<u8>) -> Reply {
-        let write = self.clone();
-        Box::pin(async move {
-            let mut write = write.lock().await;
-            let Some(out) = write.as_mut() else {
+/// The client's side of the stream: lines go out whole and in the order they were given;
+/// while one writer is writing, lines given meanwhile are queued and go out together with
+/// its next `write` (under load, one system call for several answers).
+pub struct LineWriter<W> {
+    queue: std::sync::Mutex<Queued>,
+    out: Mutex<Option<W>>,
+}
+
+#[derive(Default)]
+struct Queued {
+    bytes: Vec<u8>,
+    /// A writer is writing and will take what is queued before it stops.
+    writing: bool,
+}
+
+/// Clears `writing` if the writer stops without finishing (its future dropped), so that the
+/// next line starts a writer again.
+struct Writing<'a>(&'a std::sync::Mutex<Queued>);
+
+impl Drop for Writing<'_> {
+    fn drop(&mut self) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).writing = false;
+    }
+}
+
+impl<W: AsyncWrite + Send + Unpin + 'static> LineWriter<W> {
+    fn new(out: W) -> Self {
+        Self {
+            queue: std::sync::Mutex::new(Queued::default()),
+            out: Mutex::new(Some(out)),
+        }
+    }
+
+    fn queue(&self) -> std::sync::MutexGuard<'_, Queued> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Writes what is queued until nothing is; the caller set `writing`.
+    async fn write_queued(&self) -> io::Result<()> {
+        let writing = Writing(&self.queue);
+        let mut out = self.out.lock().await;
+        loop {
+            let batch = {
+                let mut queued = self.queue();
+                if queued.bytes.is_empty() {
+                    // Under the lock: a line queued after this starts a writer of its own.
+                    queued.writing = false;
+                    std::mem::forget(writing);
+                    return Ok(());
+                }
+                std::mem::take(&mut queued.bytes)
+            };
+            let Some(out) = out.as_mut() else {
                 return Err(io::Error::new(
                     io::ErrorKind::NotConnected,
                     "the transport is closed",
                 ));
             };
-            out.write_all(&line).await?;
-            out.flush().await
-        })
+            out.write_all(&batch).await?;
+            out.flush().await?;
+        }
+    }
+
+    /// Closes the stream once what is queued is written.
+    async fn close(&self) {
+        drop(self.out.lock().await.take());
+    }
+}
+
+impl<W: AsyncWrite + Send + Unpin + 'static> WriteLine for Arc<LineWriter<W>> {
+    fn write_line(&self, line: Vec<u8>) -> Reply {
+        {
+            let mut queued = self.queue();
+            if queued.bytes.is_empty() {
+                queued.bytes = line;
+            } else {
+                queued.bytes.extend_from_slice(&line);
+            }
+            if queued.writing {
+                // The writer at work takes it with its next write.
+                return Box::pin(std::future::ready(Ok(())));
+            }
+            queued.writing = true;
+        }
+        let writer = self.clone();
+        Box::pin(async move { writer.write_queued().await })
     }
 }
 
@@ -155,7 +227,7 @@ pub struct Lines<R, W> {
     max_line: usize,
     /// Skipping the rest of a line already refused as too long, up to its newline.
     skipping: bool,
-    write: Arc<Mutex<Option<W>>>,
+    write: Arc<LineWriter<W>>,
     reply: Option<Reply>,
     intercept: Option<Arc<dyn Intercept>>,
 }
@@ -171,7 +243,7 @@ where
             line: Vec::new(),
             max_line: MAX_LINE_BYTES,
             skipping: false,
-            write: Arc::new(Mutex::new(Some(write))),
+            write: Arc::new(LineWriter::new(write)),
             reply: None,
             intercept: None,
         }
@@ -306,7 +378,7 @@ where
     }
 
     async fn close(&mut self) -> Result<(), Self::Error> {
-        drop(self.write.lock().await.take());
+        self.write.close().await;
         Ok(())
     }
 }
