@@ -100,6 +100,22 @@ async fn hostile_programs_fail_with_their_kind_while_others_are_served() {
             "function f(n) { return f(n + 1) + 1; } return f(0);",
             &["limit"],
         ),
+        // Like the loops above: Boa's own recursion limit is lost after an `await`.
+        (
+            "deep recursion after an await",
+            "await tools.echo__echo({text: 'x'}); function f(n) { return f(n + 1) + 1; } return f(0);",
+            &["limit"],
+        ),
+        (
+            "deep recursion after an await in a nested async function",
+            "async function deep() { await null; const f = (n) => f(n + 1) + 1; return f(0); } return await deep();",
+            &["limit"],
+        ),
+        (
+            "deep recursion of async functions after an await",
+            "async function f(n) { if (n === 0) await null; return 1 + await f(n + 1); } return await f(0);",
+            &["limit"],
+        ),
         (
             "native stack overflow attempt",
             "return eval('['.repeat(100000) + ']'.repeat(100000));",

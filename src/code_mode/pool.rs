@@ -57,7 +57,8 @@ pub struct Limits {
     pub memory_bytes: u64,
     /// Boa's loop-iteration limit (per loop, per call frame).
     pub loop_iterations: u64,
-    /// Boa's recursion limit.
+    /// How deeply calls may nest, checked as each function starts (Boa's own limit, a little
+    /// higher, is the backstop).
     pub recursion_depth: usize,
     /// Read-only tool calls that may be in flight at once.
     pub max_parallel: usize,

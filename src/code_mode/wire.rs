@@ -68,7 +68,8 @@ impl FailureKind {
 pub struct RunLimits {
     /// Boa's loop-iteration limit (per call frame).
     pub loop_iterations: u64,
-    /// Boa's recursion limit.
+    /// How deeply calls may nest, checked as each function starts (Boa's own limit, a little
+    /// higher, is the backstop).
     pub recursion_depth: usize,
     /// The program's tool calls beyond this many end the run.
     pub max_tool_calls: u32,

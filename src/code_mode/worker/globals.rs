@@ -10,14 +10,17 @@ use std::{
 use boa_engine::{
     Context, JsError, JsNativeError, JsObject, JsResult, JsString, JsValue, NativeFunction, Source,
     builtins::promise::ResolvingFunctions,
-    error::{EngineError, PanicError},
+    error::{EngineError, PanicError, RuntimeLimitError},
     js_string,
     object::{FunctionObjectBuilder, ObjectInitializer, builtins::JsPromise},
     property::Attribute,
 };
 use serde_json::Value;
 
-use super::{send, typescript::TICK};
+use super::{
+    send,
+    typescript::{ENTER, TICK},
+};
 use crate::code_mode::wire::{
     DoneError, FailureKind, FromWorker, LogLevel, RunLimits, ToWorker, ToolFailure, max_args_bytes,
 };
@@ -51,6 +54,8 @@ pub(super) struct RunState {
     /// The intrinsic `JSON.stringify` and `ToolCallError`, taken before the program could replace them.
     stringify: JsObject,
     tool_call_error: JsObject,
+    /// A native function that does nothing: calling it makes Boa check its recursion limit (see [`deeper_than`]).
+    probe: JsObject,
 }
 
 struct Pending {
@@ -236,6 +241,12 @@ pub(super) fn install(
         fatal: RefCell::new(None),
         stringify,
         tool_call_error,
+        probe: FunctionObjectBuilder::new(
+            context.realm(),
+            NativeFunction::from_fn_ptr(|_, _, _| Ok(JsValue::undefined())),
+        )
+        .build()
+        .into(),
     });
     context.insert_data(state.clone());
 
@@ -298,6 +309,13 @@ pub(super) fn install(
         .name(js_string!(TICK))
         .build();
     context.register_global_property(JsString::from(TICK), tick, Attribute::empty())?;
+    let enter = FunctionObjectBuilder::new(
+        context.realm(),
+        NativeFunction::from_copy_closure_with_captures(enter, limits.recursion_depth),
+    )
+    .name(js_string!(ENTER))
+    .build();
+    context.register_global_property(JsString::from(ENTER), enter, Attribute::empty())?;
     Ok(state)
 }
 
@@ -314,6 +332,53 @@ fn loop_tick(_this: &JsValue, _args: &[JsValue], context: &mut Context) -> JsRes
         ));
     }
     Ok(JsValue::undefined())
+}
+
+/// Starts every function body; deeper than the run's recursion limit, stops the run (see `typescript`'s
+/// module doc). The depth is Boa's own: its frames, plus one for each call into JavaScript from native
+/// code (`map` callbacks, getters), which Boa counts but does not expose.
+fn enter(
+    _this: &JsValue,
+    _args: &[JsValue],
+    max: &usize,
+    context: &mut Context,
+) -> JsResult<JsValue> {
+    let frames = {
+        let frames = context.stack_trace();
+        match frames.size_hint() {
+            (low, Some(high)) if low == high => low,
+            _ => frames.count(),
+        }
+    };
+    // Each native re-entry has a frame of its own, so the depth is at most twice the frames: the
+    // common shallow call costs no more than this.
+    if frames.saturating_mul(2) <= *max {
+        return Ok(JsValue::undefined());
+    }
+    let state = state(context)?;
+    if deeper_than(*max, &state.probe, context) {
+        return Err(state.stop(
+            FailureKind::Limit,
+            format!("recursion deeper than {max} calls"),
+        ));
+    }
+    Ok(JsValue::undefined())
+}
+
+/// Whether Boa counts more than `max` calls here: every native call first checks the recursion limit,
+/// so `probe` is called under a limit of `max + 1`, then the backstop limit is put back.
+fn deeper_than(max: usize, probe: &JsObject, context: &mut Context) -> bool {
+    let limits = context.runtime_limits_mut();
+    let backstop = limits.recursion_limit();
+    limits.set_recursion_limit(max.saturating_add(1));
+    let probed = probe.call(&JsValue::undefined(), &[], context);
+    context.runtime_limits_mut().set_recursion_limit(backstop);
+    probed.is_err_and(|error| {
+        matches!(
+            error.as_engine(),
+            Some(EngineError::RuntimeLimit(RuntimeLimitError::Recursion))
+        )
+    })
 }
 
 /// `tools.<name>(args)`: sends a call frame and returns the promise its result settles.

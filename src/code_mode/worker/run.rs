@@ -68,10 +68,13 @@ pub(super) fn new_context(limits: RunLimits, hooks: Rc<Hooks>) -> Result<Context
             message: format!("cannot create a JavaScript context: {error}"),
         })?;
     let runtime_limits = context.runtime_limits_mut();
-    // The run's own count (the loop tick, see `typescript`) reaches its limit first; Boa's
-    // per-loop limit is the backstop for code the tick does not see (`eval`, `Function`).
+    // The run's own checks (the loop tick and the function entry, see `typescript`) reach their
+    // limits first; Boa's limits are the backstop for code they do not see (`eval`, `Function`,
+    // recursion inside default parameter values). The margin is there because Boa checks its
+    // recursion limit on every native call too: a function entered one call past the run's limit
+    // must still be able to call the entry check.
     runtime_limits.set_loop_iteration_limit(limits.loop_iterations.saturating_add(16));
-    runtime_limits.set_recursion_limit(limits.recursion_depth);
+    runtime_limits.set_recursion_limit(limits.recursion_depth.saturating_add(16));
     runtime_limits.set_backtrace_limit(BACKTRACE_LIMIT);
     Ok(context)
 }
@@ -146,7 +149,8 @@ fn drive(
                 return Err(DoneError {
                     kind: FailureKind::Exception,
                     message: "the program's promise never settled: it awaits something that no tool call \
-                              or catalog lookup will resolve, or recursion past the limit ended it after an await"
+                              or catalog lookup will resolve, or code run by `eval` or `Function` hit a limit \
+                              after an await"
                         .to_owned(),
                 });
             }

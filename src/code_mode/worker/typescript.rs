@@ -1,19 +1,21 @@
-//! TypeScript → JavaScript for a program body: parse with oxc, refuse modules, strip the types, count loops, then wrap.
+//! TypeScript → JavaScript for a program body: parse with oxc, refuse modules, strip the types, count loops
+//! and calls, then wrap.
 //!
 //! Stripping happens before wrapping: a body wrapped first could close the wrapper itself
 //! (`}); evil(); (() => {`), and `import type` would survive. This runs inside the worker because oxc, like
 //! Boa, overflows the native stack on deeply nested input; here that is one worker's crash.
 //!
-//! Every loop body starts with a call of [`TICK`], which counts the run's loop iterations. Boa has a
-//! loop limit of its own, but when it fires in code that runs after an `await`, Boa drops the error
-//! (its await continuation ignores how the resumed code ended) and the program's promise just stays
-//! pending; the tick records the limit where the run loop sees it.
+//! Every loop body starts with a call of [`TICK`], which counts the run's loop iterations, and every
+//! function body with a call of [`ENTER`], which checks how deep the calls nest. Boa has loop and
+//! recursion limits of its own, but when one fires in code that runs after an `await`, Boa drops the
+//! error (its await continuation ignores how the resumed code ended) and the program's promise just
+//! stays pending; these calls record the limit where the run loop sees it.
 
 use std::path::Path;
 
 use oxc_allocator::{Allocator, Vec as ArenaVec};
 use oxc_ast::{
-    ast::{Expression, Statement},
+    ast::{ArrowFunctionBody, ArrowFunctionExpression, Expression, FunctionBody, Statement},
     builder::AstBuilder,
 };
 use oxc_ast_visit::{VisitMut, walk_mut};
@@ -65,12 +67,12 @@ pub fn to_script(body: &str) -> Result<String, SyntaxError> {
         return Err(syntax_error(body, offset, error.message.to_string()));
     }
     let scoping = semantic.semantic.into_scoping();
-    if scoping.symbol_names().any(|name| name == TICK) {
-        let offset = body.find(TICK).unwrap_or_default();
+    if let Some(name) = scoping.symbol_names().find(|name| RESERVED.contains(name)) {
+        let offset = body.find(name).unwrap_or_default();
         return Err(syntax_error(
             body,
             u32::try_from(offset).unwrap_or_default(),
-            format!("`{TICK}` is reserved by toolgate"),
+            format!("`{name}` is reserved by toolgate"),
         ));
     }
     let transformed = Transformer::new(
@@ -83,7 +85,7 @@ pub fn to_script(body: &str) -> Result<String, SyntaxError> {
         let offset = error.labels.first().map_or(0, |label| label.offset());
         return Err(syntax_error(body, offset, error.message.to_string()));
     }
-    LoopTicks {
+    Checks {
         ast: AstBuilder::new(&allocator),
     }
     .visit_program(&mut program);
@@ -93,13 +95,28 @@ pub fn to_script(body: &str) -> Result<String, SyntaxError> {
 
 /// The global each loop body calls first; a program may not declare it.
 pub const TICK: &str = "__toolgate_tick";
+/// The global each function body calls first; a program may not declare it.
+pub const ENTER: &str = "__toolgate_enter";
+/// Names a program may not declare: a local of that name would take the place of the global.
+const RESERVED: [&str; 2] = [TICK, ENTER];
 
-/// Puts `TICK();` at the start of every loop body.
-struct LoopTicks<'a> {
+/// Puts `TICK();` at the start of every loop body and `ENTER();` at the start of every function body.
+struct Checks<'a> {
     ast: AstBuilder<'a>,
 }
 
-impl<'a> VisitMut<'a> for LoopTicks<'a> {
+impl<'a> Checks<'a> {
+    /// `name();`
+    fn call(&self, name: &'static str) -> Statement<'a> {
+        let ast = &self.ast;
+        let callee = Expression::new_identifier(SPAN, name, ast);
+        let call =
+            Expression::new_call_expression(SPAN, callee, None, ArenaVec::new_in(ast), false, ast);
+        Statement::new_expression_statement(SPAN, call, ast)
+    }
+}
+
+impl<'a> VisitMut<'a> for Checks<'a> {
     fn visit_statement(&mut self, it: &mut Statement<'a>) {
         walk_mut::walk_statement(self, it);
         let body = match it {
@@ -110,14 +127,44 @@ impl<'a> VisitMut<'a> for LoopTicks<'a> {
             Statement::ForOfStatement(s) => &mut s.body,
             _ => return,
         };
+        let tick = self.call(TICK);
         let ast = &self.ast;
-        let callee = Expression::new_identifier(SPAN, TICK, ast);
-        let call =
-            Expression::new_call_expression(SPAN, callee, None, ArenaVec::new_in(ast), false, ast);
-        let tick = Statement::new_expression_statement(SPAN, call, ast);
         let old = std::mem::replace(body, Statement::new_empty_statement(SPAN, ast));
         *body =
             Statement::new_block_statement(SPAN, ArenaVec::from_array_in([tick, old], ast), ast);
+    }
+
+    /// Every block body: of functions (declarations, expressions, methods, accessors, constructors,
+    /// async ones, generators) and of arrows. Directives stay apart, so `"use strict"` still applies.
+    fn visit_function_body(&mut self, it: &mut FunctionBody<'a>) {
+        walk_mut::walk_function_body(self, it);
+        let enter = self.call(ENTER);
+        it.statements.insert(0, enter);
+    }
+
+    /// An arrow with an expression body gets a block body, `{ ENTER(); return expression; }`, which
+    /// behaves the same (an arrow has no `arguments` or `this` of its own either way).
+    fn visit_arrow_function_expression(&mut self, it: &mut ArrowFunctionExpression<'a>) {
+        walk_mut::walk_arrow_function_expression(self, it);
+        if it.body.is_function_body() {
+            return;
+        }
+        let ast = &self.ast;
+        let old = std::mem::replace(&mut it.body, ArrowFunctionBody::new_null_literal(SPAN, ast));
+        // Not a block body, so an expression: the conversion cannot fail.
+        let Ok(expression) = Expression::try_from(old) else {
+            return;
+        };
+        let statements = [
+            self.call(ENTER),
+            Statement::new_return_statement(SPAN, Some(expression), ast),
+        ];
+        it.body = ArrowFunctionBody::new_function_body(
+            SPAN,
+            ArenaVec::new_in(ast),
+            ArenaVec::from_array_in(statements, ast),
+            ast,
+        );
     }
 }
 
@@ -173,6 +220,62 @@ mod tests {
         )
         .unwrap();
         assert_eq!(script.matches(&format!("{TICK}()")).count(), 5, "{script}");
+    }
+
+    #[test]
+    fn every_function_body_starts_with_the_entry_check() {
+        let forms = [
+            "function a() { return 1; }",
+            "const b = function () {};",
+            "const c = async function () { await null; };",
+            "function* d() { yield 1; }",
+            "async function* e() { yield 1; }",
+            "const f = () => { return 1; };",
+            "const g = async () => { await null; };",
+            "const o = { m() {}, get x() { return 1; }, set x(v) {}, async n() {}, *k() {} };",
+            "class C { constructor() {} m() {} static s() {} get y() { return 1; } set y(v) {} }",
+        ];
+        // One per function in each form.
+        let counts = [1, 1, 1, 1, 1, 1, 1, 5, 5];
+        for (form, count) in forms.into_iter().zip(counts) {
+            let script = to_script(form).unwrap();
+            assert_eq!(
+                script.matches(&format!("{ENTER}()")).count(),
+                count,
+                "{script}"
+            );
+        }
+        let script = to_script("function a() {\n\t\"use strict\";\n\treturn 1;\n}").unwrap();
+        let directive = script.find("\"use strict\"").unwrap();
+        assert!(directive < script.find(ENTER).unwrap(), "{script}");
+    }
+
+    #[test]
+    fn an_arrow_with_an_expression_body_returns_it_after_the_entry_check() {
+        let script = to_script(
+            "const f = (n) => n + 1; const g = () => ({ a: 1 }); const h = async () => await null;",
+        )
+        .unwrap();
+        assert_eq!(script.matches(&format!("{ENTER}()")).count(), 3, "{script}");
+        for returned in ["return n + 1;", "return { a: 1 };", "return await null;"] {
+            assert!(script.contains(returned), "{returned}: {script}");
+        }
+        // Functions nested in an expression body are checked too.
+        let script = to_script("const f = () => () => 1;").unwrap();
+        assert_eq!(script.matches(&format!("{ENTER}()")).count(), 2, "{script}");
+    }
+
+    #[test]
+    fn a_program_may_not_declare_the_entry_check() {
+        for body in [
+            "let __toolgate_enter = 1;",
+            "function f(__toolgate_enter) {}",
+            "try {} catch (__toolgate_enter) {}",
+            "class __toolgate_enter {}",
+        ] {
+            let error = to_script(body).unwrap_err();
+            assert!(error.message.contains("reserved"), "{body}: {error}");
+        }
     }
 
     #[test]
