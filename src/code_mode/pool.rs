@@ -55,7 +55,8 @@ pub struct Limits {
     pub max_output_bytes: usize,
     /// The worker's address-space limit (RLIMIT_AS); workers are started per distinct value.
     pub memory_bytes: u64,
-    /// Boa's loop-iteration limit (per loop, per call frame).
+    /// Loop iterations per run, all loops together (the inserted tick counts them; Boa's own
+    /// per-loop limit, a little higher, is the backstop).
     pub loop_iterations: u64,
     /// How deeply calls may nest, checked as each function starts (Boa's own limit, a little
     /// higher, is the backstop).

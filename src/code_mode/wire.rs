@@ -66,7 +66,7 @@ impl FailureKind {
 /// The limits a worker applies inside one run (memory and CPU are per process, set at spawn).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunLimits {
-    /// Boa's loop-iteration limit (per call frame).
+    /// Loop iterations per run, all loops together (see [`super::pool::Limits`]).
     pub loop_iterations: u64,
     /// How deeply calls may nest, checked as each function starts (Boa's own limit, a little
     /// higher, is the backstop).

@@ -61,7 +61,8 @@ pub fn to_script(body: &str) -> Result<String, SyntaxError> {
                 .to_owned(),
         ));
     }
-    let semantic = SemanticBuilder::new().build(&program);
+    // The transformer evaluates `enum` members from this scoping (it panics without it).
+    let semantic = SemanticBuilder::new().with_enum_eval(true).build(&program);
     if let Some(error) = semantic.diagnostics.errors().next() {
         let offset = error.labels.first().map_or(0, |label| label.offset());
         return Err(syntax_error(body, offset, error.message.to_string()));
@@ -211,6 +212,13 @@ mod tests {
         assert!(!script.contains("interface"), "{script}");
         assert!(!script.contains(" as A"), "{script}");
         assert!(script.contains("return a.x + n"), "{script}");
+    }
+
+    #[test]
+    fn enums_are_compiled_not_a_crash() {
+        let script = to_script("enum Color { Red, Green = 5, Blue }\nreturn Color.Blue;").unwrap();
+        assert!(script.contains("Color"), "{script}");
+        assert!(!script.contains("enum "), "{script}");
     }
 
     #[test]
