@@ -143,10 +143,11 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    // Over stdio one client drives every call, and a single thread measured cheaper per
-    // call than two workers handing messages across CPUs (BENCHMARKS.md, issue 10); HTTP
-    // serves many sessions at once and keeps tokio's worker pool.
-    let serving_stdio = matches!(cli.command, Command::Serve { http: None, .. });
+    // Over stdio one client drives every call, and one thread spares the hand-offs between
+    // workers (BENCHMARKS.md, issue 10); HTTP serves many sessions at once and keeps tokio's
+    // worker pool. `TOKIO_WORKER_THREADS` (which tokio reads) asks for the pool over stdio too.
+    let serving_stdio = matches!(cli.command, Command::Serve { http: None, .. })
+        && std::env::var_os("TOKIO_WORKER_THREADS").is_none();
     let mut builder = match serving_stdio {
         true => tokio::runtime::Builder::new_current_thread(),
         false => tokio::runtime::Builder::new_multi_thread(),
