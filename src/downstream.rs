@@ -43,6 +43,16 @@ use crate::{
     upstream::ProgressSink,
 };
 
+/// A `tools/call` as the client sent it, however it was read.
+struct CallRequest {
+    name: String,
+    arguments: Option<rmcp::model::JsonObject>,
+    /// The client's own token, when it asked for progress.
+    progress: Option<rmcp::model::ProgressToken>,
+    /// Fired by the client's `notifications/cancelled`.
+    cancel: tokio_util::sync::CancellationToken,
+}
+
 /// The handler for every downstream session; cheap to clone (HTTP makes one per session).
 /// Bound to the profile the session selected.
 #[derive(Clone)]
@@ -75,23 +85,16 @@ impl GatewayService {
     }
 
     /// The pipeline's call for a `tools/call` from this session.
-    fn call_of(
-        &self,
-        peer: &Peer<RoleServer>,
-        name: String,
-        arguments: Option<rmcp::model::JsonObject>,
-        progress: Option<rmcp::model::ProgressToken>,
-        cancel: tokio_util::sync::CancellationToken,
-    ) -> Call {
+    fn call_of(&self, peer: &Peer<RoleServer>, request: CallRequest) -> Call {
         self.gateway
             .relay
             .register(self.session, &self.profile, peer);
         Call {
             profile: self.profile.clone(),
-            name,
-            arguments,
-            cancel,
-            progress: progress.map(|token| ProgressSink {
+            name: request.name,
+            arguments: request.arguments,
+            cancel: request.cancel,
+            progress: request.progress.map(|token| ProgressSink {
                 peer: peer.clone(),
                 token,
             }),
@@ -108,13 +111,10 @@ impl GatewayService {
     async fn call_answer(
         &self,
         peer: &Peer<RoleServer>,
-        name: String,
-        arguments: Option<rmcp::model::JsonObject>,
-        progress: Option<rmcp::model::ProgressToken>,
-        cancel: tokio_util::sync::CancellationToken,
+        request: CallRequest,
     ) -> Result<crate::pipeline::Answer, McpError> {
         self.settled().await?;
-        let call = self.call_of(peer, name, arguments, progress, cancel);
+        let call = self.call_of(peer, request);
         let view = self.view();
         match self
             .gateway
@@ -201,13 +201,13 @@ impl ServerHandler for GatewayService {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         self.settled().await?;
-        let call = self.call_of(
-            &context.peer,
-            request.name.into_owned(),
-            request.arguments,
-            context.meta.get_progress_token(),
-            context.ct.clone(),
-        );
+        let request = CallRequest {
+            name: request.name.into_owned(),
+            arguments: request.arguments,
+            progress: context.meta.get_progress_token(),
+            cancel: context.ct.clone(),
+        };
+        let call = self.call_of(&context.peer, request);
         let view = self.view();
         match self.gateway.pipeline.execute(&view, call).await {
             Ok(result) => Ok(result.into()),

@@ -49,7 +49,7 @@ use serde_json::value::RawValue;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use super::{
-    GatewayService,
+    CallRequest, GatewayService,
     guard::{TOOLS_CALL, duplicate_id},
     lines::{Intercept, WriteLine},
 };
@@ -189,10 +189,12 @@ impl FastPath {
         let request = Request {
             id,
             taking,
-            name: params.name.into_owned(),
-            arguments: params.arguments,
-            progress,
-            cancel,
+            call: CallRequest {
+                name: params.name.into_owned(),
+                arguments: params.arguments,
+                progress,
+                cancel,
+            },
         };
         // Boxed: the call's whole state is large, and a task moves its future into place.
         self.tasks.spawn(Box::pin(me.answer(request)));
@@ -227,16 +229,7 @@ impl FastPath {
         let Some(session) = self.session.get() else {
             return;
         };
-        let outcome = self
-            .service
-            .call_answer(
-                &session.peer,
-                request.name,
-                request.arguments,
-                request.progress,
-                request.cancel,
-            )
-            .await;
+        let outcome = self.service.call_answer(&session.peer, request.call).await;
         {
             let mut in_flight = self.in_flight();
             match in_flight.get(&request.id) {
@@ -331,10 +324,7 @@ struct CallMeta {
 struct Request {
     id: RequestId,
     taking: u64,
-    name: String,
-    arguments: Option<JsonObject>,
-    progress: Option<ProgressToken>,
-    cancel: CancellationToken,
+    call: CallRequest,
 }
 
 /// An answer written from rmcp's types, by rmcp's rules for the client's protocol version
