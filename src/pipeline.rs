@@ -19,6 +19,7 @@ mod answer;
 pub mod audit;
 pub mod builtin;
 pub mod metrics;
+mod replace;
 pub mod validate;
 
 use std::{
@@ -500,7 +501,7 @@ impl Pipeline {
                 PostDecision::Accept {
                     content,
                     structured_content,
-                } => replace(&call.entry, &mut result, content, structured_content)?,
+                } => replace::replace(&call.entry, &mut result, content, structured_content)?,
                 PostDecision::Block { feedback, code } => {
                     return Err(CallError::Blocked { feedback, code });
                 }
@@ -547,82 +548,5 @@ impl Pipeline {
         if let Some(audit) = &self.audit {
             audit.write(call, decision, code, elapsed);
         }
-    }
-}
-
-/// Applies a post hook's replacement by the rule of [`PostDecision::Accept`].
-fn replace(
-    entry: &ToolEntry,
-    result: &mut CallToolResult,
-    content: Option<Vec<ContentBlock>>,
-    structured_content: Option<serde_json::Value>,
-) -> Result<(), CallError> {
-    let promises_structure = entry.policy.output.is_some() && result.is_error != Some(true);
-    match structured_content {
-        Some(structured) => {
-            let content = match content {
-                Some(content) => content,
-                None => vec![ContentBlock::text(structured.to_string())],
-            };
-            result.content = content;
-            result.structured_content = Some(structured);
-            let violations = validate::check_output(entry, result);
-            if !violations.is_empty() {
-                return Err(CallError::InvalidOutput(violations));
-            }
-        }
-        None if promises_structure => {
-            return Err(CallError::InvalidOutput(vec![format!(
-                "a post hook replaced the content of \"{}\", which declares an outputSchema, without supplying structuredContent",
-                entry.exposed
-            )]));
-        }
-        None => {
-            result.content = content.unwrap_or_default();
-            result.structured_content = None;
-        }
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use rmcp::model::{CallToolResult, ContentBlock, Tool};
-    use serde_json::json;
-
-    use super::replace;
-    use crate::{
-        config::{ServerId, ServerName},
-        registry::ToolEntry,
-    };
-
-    #[test]
-    fn replaced_content_drops_structured_content_of_a_tool_without_schema() {
-        let schema = json!({"type": "object"});
-        let serde_json::Value::Object(schema) = schema else {
-            unreachable!()
-        };
-        let entry = ToolEntry {
-            exposed: "s__t".into(),
-            server: ServerId::global(ServerName::parse("s").unwrap()),
-            upstream_name: "t".into(),
-            tool: Tool::new("s__t", "t", std::sync::Arc::new(schema)),
-            fingerprint: 0,
-            policy: Default::default(),
-            target: crate::registry::Target::Upstream,
-        };
-        let mut result = CallToolResult::structured(json!({"secret": 42}));
-        replace(
-            &entry,
-            &mut result,
-            Some(vec![ContentBlock::text("[redacted]")]),
-            None,
-        )
-        .unwrap();
-        assert_eq!(result.structured_content, None);
-        assert_eq!(
-            serde_json::to_value(&result.content).unwrap()[0]["text"],
-            "[redacted]"
-        );
     }
 }
