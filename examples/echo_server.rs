@@ -157,7 +157,7 @@ fn builtin_tools() -> Vec<Entry> {
     );
     let fail = Tool::new(
         "fail",
-        "Always fail with a tool error (isError: true)",
+        "Always fail with a tool error (isError: true). The message says what failed.",
         schema(json!({
             "type": "object",
             "properties": {

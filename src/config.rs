@@ -23,7 +23,7 @@ use figment::{
 };
 use serde::Deserialize;
 
-pub use code::{CodeSettings, Mode, RawCode, SdkForm};
+pub use code::{CodeSettings, Mode, RawCode, SdkDocs, SdkForm};
 pub use http::{AllowedHost, AllowedOrigin, HttpSettings, RawHttp, split_host_port};
 pub use pinning::{DEFAULT_LOCK, OnChange, OnNew, PinningSettings, RawPinning};
 pub use supervise::{RawSupervise, SuperviseSettings};
@@ -109,6 +109,8 @@ pub struct RawGateway {
     pub sdk: Option<SdkForm>,
     /// `auto` switches to `catalog` above this many (estimated) tokens.
     pub sdk_inline_max_tokens: Option<usize>,
+    /// `brief` (default: first sentences) or `full` descriptions in the inline form.
+    pub sdk_docs: Option<SdkDocs>,
     /// Limits of `run_code` runs and the worker pool.
     #[serde(default)]
     pub code: RawCode,

@@ -83,6 +83,44 @@ async fn code_mode_lists_only_run_code_and_refuses_direct_calls() {
 }
 
 #[tokio::test]
+async fn the_sdk_shows_first_sentences_and_describe_gives_the_rest() {
+    let full_sentence = "Always fail with a tool error (isError: true).";
+    let rest = "The message says what failed.";
+    let work = workdir("mode = \"code\"", "");
+    let (client, _) = stdio_client(&work).await;
+    let listed = client.list_all_tools().await.unwrap();
+    let description = listed[0].description.as_deref().unwrap_or_default();
+    assert!(
+        description.contains(&format!("/** {full_sentence} */\necho__fail(")),
+        "{description}"
+    );
+    assert!(!description.contains(rest), "{description}");
+    assert!(
+        description.contains("`await catalog.describe(name)` returns a tool's full declaration"),
+        "{description}"
+    );
+    let described = run(&client, "return await catalog.describe('echo__fail')").await;
+    assert_ne!(described.is_error, Some(true), "{described:?}");
+    assert!(
+        text(&described).contains(&format!("{full_sentence} {rest}")),
+        "{}",
+        text(&described)
+    );
+    client.cancel().await.unwrap();
+
+    let work = workdir("mode = \"code\"\nsdk_docs = \"full\"", "");
+    let (client, _) = stdio_client(&work).await;
+    let listed = client.list_all_tools().await.unwrap();
+    let description = listed[0].description.as_deref().unwrap_or_default();
+    assert!(
+        description.contains(&format!("  /** {full_sentence} {rest} */\n  echo__fail(")),
+        "{description}"
+    );
+    assert!(!description.contains("catalog.describe"), "{description}");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
 async fn both_mode_lists_every_tool_and_run_code() {
     let work = workdir("mode = \"both\"", "");
     let (client, _) = stdio_client(&work).await;

@@ -41,6 +41,22 @@ pub enum SdkForm {
     Auto,
 }
 
+/// How much of each description the inline form shows. `catalog.describe` always gives the
+/// full text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum SdkDocs {
+    /// First sentences, and the two hints that matter to a program: `@readOnly` (may run in
+    /// parallel) and `@destructive`.
+    #[default]
+    Brief,
+    /// Descriptions, titles and every annotation, as the tools give them.
+    Full,
+}
+
+/// Longest brief tool description.
+const MAX_BRIEF_CHARS: usize = 200;
+
 /// Servers listed by name in the catalog form; the rest are summed up in one line, so the
 /// description stays the same size however many servers there are.
 const MAX_CATALOG_SERVERS: usize = 30;
@@ -51,23 +67,31 @@ const MAX_SERVER_NAME_CHARS: usize = 64;
 macro_rules! usage_common {
     () => {
         "Run a JavaScript program that calls tools and returns what you need. \
-TypeScript type annotations are accepted (they are stripped, not checked).
+TypeScript type annotations are accepted (stripped, not checked).
 - The program is the body of an async function: use `await`, and `return` the result.
-- Call a tool as `await tools.name(args)`; a name that is not an identifier is called as \
-`tools[\"my-tool\"](args)`. `args` may be left out when no argument is required.
-- A call resolves to the tool's structured content when it has some; else to its single text \
-block, JSON-parsed when it is JSON; else to its content array.
-- A failed call rejects with a `ToolCallError` {toolName, code, message}; catch it to carry on.
-- Calls to `@readOnly` tools may run in parallel (`await Promise.all([...])`); other calls run \
-one at a time, in the order made.
-- You get back what the program logs with `console.log` (or info/warn/error/debug), then the \
-returned value: a string as is, anything else as JSON. Return only what you need.
-- Nothing else is available: no import/require, fetch, file system, process or timers.
+- Call `await tools.name(args)`, or `tools[\"my-tool\"](args)` for other names; `args` may be \
+left out when none is required.
+- A call resolves to the tool's structured content, else its single text block (JSON-parsed \
+when JSON), else its content array. It rejects with a `ToolCallError` \
+{toolName, code, message}; catch it to carry on.
+- `@readOnly` tools may run in parallel (`await Promise.all([...])`); other calls run one at a \
+time, in order.
+- You get what the program logs (`console.log`, info, warn, error, debug), then the returned \
+value: a string as is, else JSON. Return only what you need.
+- Nothing else exists: no import/require, fetch, file system, process or timers.
 "
     };
 }
 
 const USAGE_INLINE: &str = concat!(usage_common!(), "\nThe tools:");
+
+const USAGE_INLINE_BRIEF: &str = concat!(
+    usage_common!(),
+    "- Descriptions are cut to their first sentence; `await catalog.describe(name)` returns a \
+tool's full declaration.
+
+The tools:"
+);
 
 const USAGE_CATALOG: &str = concat!(
     usage_common!(),
@@ -89,10 +113,11 @@ declare const tools: { [name: string]: (args?: object) => Promise<unknown> };
 
 /// Fixed usage instructions (the text shown before the declarations). Deterministic.
 /// `Auto` is not a form the text can take; it gets the inline text.
-pub fn usage(form: SdkForm) -> &'static str {
-    match form {
-        SdkForm::Catalog => USAGE_CATALOG,
-        SdkForm::Inline | SdkForm::Auto => USAGE_INLINE,
+pub fn usage(form: SdkForm, docs: SdkDocs) -> &'static str {
+    match (form, docs) {
+        (SdkForm::Catalog, _) => USAGE_CATALOG,
+        (SdkForm::Inline | SdkForm::Auto, SdkDocs::Full) => USAGE_INLINE,
+        (SdkForm::Inline | SdkForm::Auto, SdkDocs::Brief) => USAGE_INLINE_BRIEF,
     }
 }
 
@@ -101,20 +126,20 @@ pub fn usage(form: SdkForm) -> &'static str {
 /// `outputSchema`, else `unknown`) written in place: each type is used once, so a named alias
 /// would only cost its name twice. Sorted by name, byte-identical for the same input whatever
 /// its order. Of two tools with one name, the first by server name is kept.
-pub fn declarations(tools: &[SdkTool]) -> String {
+pub fn declarations(tools: &[SdkTool], docs: SdkDocs) -> String {
     let mut out = String::from("declare const tools: {\n");
     for tool in sorted(tools) {
-        write_member(&mut out, tool);
+        write_member(&mut out, tool, docs);
     }
     out.push_str("};\n");
     out
 }
 
 /// The declaration of one tool (its `tools` member), as `catalog.describe(name)` returns it:
-/// valid TypeScript on its own.
+/// valid TypeScript on its own, with full docs.
 pub fn describe(tool: &SdkTool) -> String {
     let mut out = String::from("declare const tools: {\n");
-    write_member(&mut out, tool);
+    write_member(&mut out, tool, SdkDocs::Full);
     out.push_str("};\n");
     out
 }
@@ -126,10 +151,11 @@ pub fn describe(tool: &SdkTool) -> String {
 pub fn run_code_description(
     tools: &[SdkTool],
     form: SdkForm,
+    docs: SdkDocs,
     inline_max_tokens: usize,
 ) -> (String, SdkForm) {
     if form != SdkForm::Catalog {
-        let inline = inline_description(tools);
+        let inline = inline_description(tools, docs);
         if form == SdkForm::Inline || estimate_tokens(&inline) <= inline_max_tokens {
             return (inline, SdkForm::Inline);
         }
@@ -137,12 +163,12 @@ pub fn run_code_description(
     (catalog_description(tools), SdkForm::Catalog)
 }
 
-fn inline_description(tools: &[SdkTool]) -> String {
-    let declarations = declarations(tools);
+fn inline_description(tools: &[SdkTool], docs: SdkDocs) -> String {
+    let declarations = declarations(tools, docs);
     let fence = fence_for(&declarations);
     format!(
         "{}\n{fence}ts\n{declarations}{fence}",
-        usage(SdkForm::Inline)
+        usage(SdkForm::Inline, docs)
     )
 }
 
@@ -153,7 +179,10 @@ fn catalog_description(tools: &[SdkTool]) -> String {
         *per_server.entry(server).or_default() += 1;
     }
     let total: usize = per_server.values().sum();
-    let mut out = format!("{}\n```ts\n{CATALOG_API}```\n", usage(SdkForm::Catalog));
+    let mut out = format!(
+        "{}\n```ts\n{CATALOG_API}```\n",
+        usage(SdkForm::Catalog, SdkDocs::Full)
+    );
     let _ = writeln!(out, "Servers ({}):", count(total, "tool"));
     for (server, n) in per_server.iter().take(MAX_CATALOG_SERVERS) {
         let _ = writeln!(out, "- {server}: {}", count(*n, "tool"));
@@ -248,27 +277,33 @@ fn sorted<'t, 'a>(tools: &'t [SdkTool<'a>]) -> Vec<&'t SdkTool<'a>> {
     sorted
 }
 
-/// One tool's member of `declare const tools`, with its JSDoc, at indentation 1.
-fn write_member(out: &mut String, tool: &SdkTool) {
+/// One tool's member of `declare const tools`, with its JSDoc: at indentation 1, or 0 for
+/// brief docs, where the two spaces per line cost about a token per tool (o200k).
+fn write_member(out: &mut String, tool: &SdkTool, docs: SdkDocs) {
+    let indent = match docs {
+        SdkDocs::Full => 1,
+        SdkDocs::Brief => 0,
+    };
     let input = &tool.tool.input_schema;
     // `()` says "no arguments" more plainly than any type; `{ [key: string]: unknown }`
     // would invite the model to invent some.
     let params = if takes_nothing(input) {
         String::new()
     } else {
-        let args = schema_ts::object_schema_to_ts_at(input, 1);
+        let args = schema_ts::object_schema_to_ts_at(input, indent, docs);
         let optional = args.starts_with('{')
             && !matches!(input.get("required"), Some(serde_json::Value::Array(r)) if !r.is_empty());
         format!("args{}: {args}", if optional { "?" } else { "" })
     };
     let result = match &tool.tool.output_schema {
-        Some(schema) => schema_ts::object_schema_to_ts_at(schema, 1),
+        Some(schema) => schema_ts::object_schema_to_ts_at(schema, indent, docs),
         None => "unknown".to_owned(),
     };
-    text::jsdoc(out, &tool_doc(tool.tool), 1);
+    text::jsdoc(out, &tool_doc(tool.tool, docs), indent);
     let _ = writeln!(
         out,
-        "  {}({params}): Promise<{result}>;",
+        "{}{}({params}): Promise<{result}>;",
+        "  ".repeat(indent),
         text::key(tool.name)
     );
 }
@@ -310,21 +345,27 @@ fn title_restates_name(title: &str, name: &str) -> bool {
 
 /// JSDoc lines for a tool: its description, its title (unless it restates the name), then
 /// its annotation hints in a fixed order. Hints the spec calls meaningless for read-only
-/// tools are left out for them.
-fn tool_doc(tool: &rmcp::model::Tool) -> Vec<String> {
+/// tools are left out for them. Brief docs keep the first sentence and the hints that matter
+/// to a program (`@readOnly` decides what may run in parallel; `@destructive` warns): no
+/// title, no other hint.
+fn tool_doc(tool: &rmcp::model::Tool, docs: SdkDocs) -> Vec<String> {
     let mut lines = Vec::new();
     if let Some(description) = tool.description.as_deref() {
-        let description = text::comment_safe(description);
+        let description = match docs {
+            SdkDocs::Full => text::comment_safe(description),
+            SdkDocs::Brief => text::comment_safe(&text::brief(description, MAX_BRIEF_CHARS)),
+        };
         if !description.is_empty() {
             lines.push(description);
         }
     }
+    let brief = docs == SdkDocs::Brief;
     let annotations = tool.annotations.as_ref();
     let title = tool
         .title
         .as_deref()
         .or_else(|| annotations.and_then(|a| a.title.as_deref()));
-    if let Some(title) = title.filter(|t| !title_restates_name(t, &tool.name)) {
+    if let Some(title) = title.filter(|t| !brief && !title_restates_name(t, &tool.name)) {
         let title = text::comment_safe(&text::one_line(title));
         if !title.is_empty() {
             lines.push(format!("@title {title}"));
@@ -338,14 +379,15 @@ fn tool_doc(tool: &rmcp::model::Tool) -> Vec<String> {
         } else {
             match a.destructive_hint {
                 Some(true) => tags.push("@destructive"),
-                Some(false) => tags.push("@nonDestructive"),
-                None => {}
+                Some(false) if !brief => tags.push("@nonDestructive"),
+                _ => {}
             }
-            if a.idempotent_hint == Some(true) {
+            if a.idempotent_hint == Some(true) && !brief {
                 tags.push("@idempotent");
             }
         }
         match a.open_world_hint {
+            _ if brief => {}
             Some(true) => tags.push("@openWorld"),
             Some(false) => tags.push("@closedWorld"),
             None => {}

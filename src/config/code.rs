@@ -3,7 +3,7 @@
 use serde::Deserialize;
 
 use super::ConfigError;
-pub use crate::code_mode::sdk::SdkForm;
+pub use crate::code_mode::sdk::{SdkDocs, SdkForm};
 
 /// What a profile's `tools/list` offers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -44,6 +44,7 @@ pub struct RawCode {
 pub struct CodeSettings {
     pub mode: Mode,
     pub sdk: SdkForm,
+    pub sdk_docs: SdkDocs,
     pub sdk_inline_max_tokens: usize,
     pub timeout_ms: u64,
     pub max_tool_calls: u32,
@@ -60,6 +61,7 @@ impl Default for CodeSettings {
         Self {
             mode: Mode::Native,
             sdk: SdkForm::Auto,
+            sdk_docs: SdkDocs::Brief,
             sdk_inline_max_tokens: 4_000,
             timeout_ms: 30_000,
             max_tool_calls: 100,
@@ -78,6 +80,7 @@ impl CodeSettings {
     pub fn from_raw(
         mode: Option<Mode>,
         sdk: Option<SdkForm>,
+        sdk_docs: Option<SdkDocs>,
         sdk_inline_max_tokens: Option<usize>,
         raw: &RawCode,
         invalid: &dyn Fn(String, String) -> ConfigError,
@@ -100,6 +103,7 @@ impl CodeSettings {
         let settings = Self {
             mode: mode.unwrap_or(d.mode),
             sdk: sdk.unwrap_or(d.sdk),
+            sdk_docs: sdk_docs.unwrap_or(d.sdk_docs),
             sdk_inline_max_tokens: positive(
                 sdk_inline_max_tokens,
                 d.sdk_inline_max_tokens,

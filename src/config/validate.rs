@@ -51,6 +51,7 @@ pub fn validate(
     let code = super::CodeSettings::from_raw(
         gateway.mode,
         gateway.sdk,
+        gateway.sdk_docs,
         gateway.sdk_inline_max_tokens,
         &gateway.code,
         &invalid,

@@ -32,7 +32,7 @@ pub(super) fn run_code_entry(
     }
     let tools: Vec<SdkTool<'_>> = entries.iter().map(|e| sdk_tool(e)).collect();
     let (description, _form) =
-        sdk::run_code_description(&tools, code.sdk, code.sdk_inline_max_tokens);
+        sdk::run_code_description(&tools, code.sdk, code.sdk_docs, code.sdk_inline_max_tokens);
     let schema = serde_json::json!({
         "type": "object",
         "properties": {
@@ -93,5 +93,5 @@ const RUN_CODE_TIMEOUT_GRACE_MS: u64 = 5_000;
 /// The SDK form a view's `run_code` description would use (for `toolgate sdk`).
 pub fn sdk_text(view: &View, code: &CodeSettings) -> (String, SdkForm) {
     let tools: Vec<SdkTool<'_>> = view.upstream_entries().map(|e| sdk_tool(e)).collect();
-    sdk::run_code_description(&tools, code.sdk, code.sdk_inline_max_tokens)
+    sdk::run_code_description(&tools, code.sdk, code.sdk_docs, code.sdk_inline_max_tokens)
 }

@@ -2,7 +2,7 @@
 
 use rmcp::model::Tool;
 
-use super::{Catalog, SdkForm, SdkTool, declarations, run_code_description};
+use super::{Catalog, SdkDocs, SdkForm, SdkTool, declarations, run_code_description};
 
 /// `(server, tools/list answer)` as captured; see tests/fixtures/sdk/README.md.
 const FIXTURES: &[(&str, &str)] = &[
@@ -53,7 +53,7 @@ fn all() -> Vec<(String, String, Tool)> {
 fn declarations_per_fixture() {
     for (server, json) in FIXTURES {
         let tools = load(server, json);
-        let text = declarations(&sdk(&tools));
+        let text = declarations(&sdk(&tools), SdkDocs::Full);
         insta::assert_snapshot!(format!("declarations_{server}"), text);
     }
 }
@@ -61,17 +61,28 @@ fn declarations_per_fixture() {
 #[test]
 fn catalog_description_for_all_fixtures() {
     let tools = all();
-    let (text, form) = run_code_description(&sdk(&tools), SdkForm::Catalog, 0);
+    let (text, form) = run_code_description(&sdk(&tools), SdkForm::Catalog, SdkDocs::Full, 0);
     assert_eq!(form, SdkForm::Catalog);
     insta::assert_snapshot!("catalog_description_all", text);
 }
 
+/// What a model reads by default: brief docs.
 #[test]
 fn inline_description_for_all_fixtures() {
     let tools = all();
-    let (text, form) = run_code_description(&sdk(&tools), SdkForm::Auto, usize::MAX);
+    let (text, form) =
+        run_code_description(&sdk(&tools), SdkForm::Auto, SdkDocs::default(), usize::MAX);
     assert_eq!(form, SdkForm::Inline);
     insta::assert_snapshot!("inline_description_all", text);
+}
+
+#[test]
+fn inline_description_with_full_docs_for_all_fixtures() {
+    let tools = all();
+    let (text, form) =
+        run_code_description(&sdk(&tools), SdkForm::Inline, SdkDocs::Full, usize::MAX);
+    assert_eq!(form, SdkForm::Inline);
+    insta::assert_snapshot!("inline_description_all_full", text);
 }
 
 #[test]

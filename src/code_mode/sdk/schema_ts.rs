@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value};
 
-use super::text;
+use super::{SdkDocs, text};
 
 /// Nested schema levels rendered before the rest becomes `unknown`: keeps recursion (and the
 /// stack) bounded on hostile input.
@@ -16,6 +16,10 @@ const NODE_BUDGET: usize = 1000;
 const MAX_ENUM: usize = 64;
 /// A `default` longer than this (as JSON) is cut in the JSDoc.
 const MAX_DEFAULT_CHARS: usize = 80;
+/// A `default` longer than this (as JSON) is left out of brief docs.
+const MAX_BRIEF_DEFAULT_CHARS: usize = 24;
+/// Longest brief property description.
+const MAX_BRIEF_CHARS: usize = 160;
 /// An object type without JSDoc is written on one line when it fits in this many characters.
 const MAX_ONE_LINE_OBJECT: usize = 60;
 
@@ -31,17 +35,19 @@ pub fn schema_to_ts_at(schema: &Value, indent: usize) -> String {
         root: Root::Value(schema),
         budget: NODE_BUDGET,
         refs: Vec::new(),
+        docs: SdkDocs::Full,
     };
     renderer.render(schema, 0, indent).text
 }
 
 /// [`schema_to_ts_at`] for a schema held as an object (a tool's `inputSchema`), without
-/// copying it into a [`Value`].
-pub fn object_schema_to_ts_at(schema: &Map<String, Value>, indent: usize) -> String {
+/// copying it into a [`Value`], its property docs as `docs` says.
+pub fn object_schema_to_ts_at(schema: &Map<String, Value>, indent: usize, docs: SdkDocs) -> String {
     let mut renderer = Renderer {
         root: Root::Object(schema),
         budget: NODE_BUDGET,
         refs: Vec::new(),
+        docs,
     };
     renderer.render_object(schema, 0, indent).text
 }
@@ -218,14 +224,18 @@ fn enumeration(values: &Value) -> Ts {
     )
 }
 
-/// Doc lines for a property: its description, then `format`, `default`, `deprecated`.
-fn property_doc(schema: &Value) -> Vec<String> {
+/// Doc lines for a property: its description (first sentence only when brief), then
+/// `format`, `default`, `deprecated`.
+fn property_doc(schema: &Value, docs: SdkDocs) -> Vec<String> {
     let mut lines = Vec::new();
     let Some(obj) = schema.as_object() else {
         return lines;
     };
     if let Some(description) = obj.get("description").and_then(Value::as_str) {
-        let description = text::comment_safe(description);
+        let description = match docs {
+            SdkDocs::Full => text::comment_safe(description),
+            SdkDocs::Brief => text::comment_safe(&text::brief(description, MAX_BRIEF_CHARS)),
+        };
         if !description.is_empty() {
             lines.push(description);
         }
@@ -238,8 +248,18 @@ fn property_doc(schema: &Value) -> Vec<String> {
     }
     if let Some(default) = obj.get("default") {
         let json = serde_json::to_string(default).unwrap_or_default();
-        let json = text::truncate(&text::one_line(&json), MAX_DEFAULT_CHARS);
-        lines.push(format!("@default {}", text::comment_safe(&json)));
+        let json = text::one_line(&json);
+        match docs {
+            SdkDocs::Full => {
+                let json = text::truncate(&json, MAX_DEFAULT_CHARS);
+                lines.push(format!("@default {}", text::comment_safe(&json)));
+            }
+            // A cut default cannot be used as it is, so brief docs leave a long one out; and
+            // `false`, `[]`, `{}` are what a program assumes of a flag or list it leaves out.
+            SdkDocs::Brief if json.chars().count() > MAX_BRIEF_DEFAULT_CHARS => {}
+            SdkDocs::Brief if matches!(json.as_str(), "false" | "[]" | "{}") => {}
+            SdkDocs::Brief => lines.push(format!("@default {}", text::comment_safe(&json))),
+        }
     }
     if obj.get("deprecated") == Some(&Value::Bool(true)) {
         lines.push("@deprecated".to_owned());
@@ -252,6 +272,7 @@ struct Renderer<'a> {
     budget: usize,
     /// The `$ref`s being expanded, outermost first.
     refs: Vec<&'a str>,
+    docs: SdkDocs,
 }
 
 impl<'a> Renderer<'a> {
@@ -436,7 +457,7 @@ impl<'a> Renderer<'a> {
                 break;
             }
             let ts = self.render(schema, depth + 1, indent + 1);
-            let doc = property_doc(schema);
+            let doc = property_doc(schema, self.docs);
             let optional = if required.contains(&name.as_str()) {
                 ""
             } else {

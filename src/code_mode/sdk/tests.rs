@@ -44,11 +44,14 @@ fn a_tool_with_schemas_gets_its_types_in_place_and_a_documented_member() {
         "outputSchema": {"type": "object", "properties": {"sum": {"type": "number", "description": "a + b"}}, "required": ["sum"]},
         "annotations": {"readOnlyHint": true, "idempotentHint": true, "openWorldHint": false}
     }));
-    let text = declarations(&[SdkTool {
-        name: "echo__add",
-        server: "echo",
-        tool: &t,
-    }]);
+    let text = declarations(
+        &[SdkTool {
+            name: "echo__add",
+            server: "echo",
+            tool: &t,
+        }],
+        SdkDocs::Full,
+    );
     assert_eq!(
         text,
         r#"declare const tools: {
@@ -67,23 +70,26 @@ fn a_tool_with_schemas_gets_its_types_in_place_and_a_documented_member() {
 #[test]
 fn names_that_are_not_identifiers_are_quoted() {
     let t = named("x");
-    let text = declarations(&[
-        SdkTool {
-            name: "my-tool",
-            server: "s",
-            tool: &t,
-        },
-        SdkTool {
-            name: "dotted.name/with spaces",
-            server: "s",
-            tool: &t,
-        },
-        SdkTool {
-            name: "ok_name",
-            server: "s",
-            tool: &t,
-        },
-    ]);
+    let text = declarations(
+        &[
+            SdkTool {
+                name: "my-tool",
+                server: "s",
+                tool: &t,
+            },
+            SdkTool {
+                name: "dotted.name/with spaces",
+                server: "s",
+                tool: &t,
+            },
+            SdkTool {
+                name: "ok_name",
+                server: "s",
+                tool: &t,
+            },
+        ],
+        SdkDocs::Full,
+    );
     assert!(
         text.contains("\n  \"my-tool\"(): Promise<unknown>;\n"),
         "{text}"
@@ -93,7 +99,7 @@ fn names_that_are_not_identifiers_are_quoted() {
         "{text}"
     );
     assert!(text.contains("\n  ok_name():"), "{text}");
-    assert!(usage(SdkForm::Inline).contains(r#"tools["my-tool"](args)"#));
+    assert!(usage(SdkForm::Inline, SdkDocs::Full).contains(r#"tools["my-tool"](args)"#));
 }
 
 #[test]
@@ -119,7 +125,7 @@ fn names_alike_but_for_punctuation_each_get_their_member() {
             tool: &object,
         })
         .collect();
-    let text = declarations(&tools);
+    let text = declarations(&tools, SdkDocs::Full);
     let members: Vec<&str> = text
         .lines()
         .filter_map(|l| l.strip_prefix("  "))
@@ -158,14 +164,14 @@ fn descriptions_cannot_escape_their_comment_or_the_fence() {
         server: "s",
         tool: &t,
     }];
-    let text = declarations(&tools);
+    let text = declarations(&tools, SdkDocs::Full);
     for (at, _) in text.match_indices("*/") {
         // Every comment close is at the end of a JSDoc line.
         let rest = &text[at + 2..];
         assert!(rest.starts_with('\n'), "stray close at {at}: {text}");
     }
     assert!(!text.contains('\r') && !text.contains('\u{0}') && !text.contains('\u{202E}'));
-    let (description, form) = run_code_description(&tools, SdkForm::Inline, 0);
+    let (description, form) = run_code_description(&tools, SdkForm::Inline, SdkDocs::Full, 0);
     assert_eq!(form, SdkForm::Inline);
     assert!(description.contains("\n````ts\n"), "{description}");
     assert!(description.ends_with("};\n````"), "{description}");
@@ -181,11 +187,14 @@ fn line_comments_cannot_be_ended_by_line_terminators() {
             "c": {"type": "string", "description": "four\rfive"}
         }}
     }));
-    let text = declarations(&[SdkTool {
-        name: "x",
-        server: "s",
-        tool: &t,
-    }]);
+    let text = declarations(
+        &[SdkTool {
+            name: "x",
+            server: "s",
+            tool: &t,
+        }],
+        SdkDocs::Full,
+    );
     // Text that spans lines goes in a JSDoc block, where a new line stays inside the comment.
     assert_eq!(
         text,
@@ -214,8 +223,12 @@ fn line_comments_cannot_be_ended_by_line_terminators() {
 
 #[test]
 fn annotation_hints_are_compact_and_ordered() {
-    let doc =
-        |annotations: Value| tool_doc(&tool(json!({"name": "x", "annotations": annotations})));
+    let doc = |annotations: Value| {
+        tool_doc(
+            &tool(json!({"name": "x", "annotations": annotations})),
+            SdkDocs::Full,
+        )
+    };
     assert_eq!(
         doc(json!({"readOnlyHint": true, "destructiveHint": true, "idempotentHint": true})),
         ["@readOnly"]
@@ -231,7 +244,50 @@ fn annotation_hints_are_compact_and_ordered() {
     assert!(doc(json!({"title": "X tool"})).is_empty());
     assert!(doc(json!({})).is_empty());
     let both = tool(json!({"name": "x", "title": "Top", "annotations": {"title": "Inner"}}));
-    assert_eq!(tool_doc(&both), ["@title Top"]);
+    assert_eq!(tool_doc(&both, SdkDocs::Full), ["@title Top"]);
+}
+
+#[test]
+fn brief_docs_keep_a_sentence_and_the_hints_a_program_needs() {
+    let t = tool(json!({
+        "name": "x",
+        "title": "A Title",
+        "description": "Writes a file. Overwrites what is there.\nMore text.",
+        "annotations": {"destructiveHint": true, "idempotentHint": true, "openWorldHint": false},
+        "inputSchema": {"type": "object", "properties": {
+            "path": {"type": "string", "description": "Where. Relative to the root.", "default": "a/very/long/default/path/that/goes/on/and/on/and/on"}
+        }}
+    }));
+    assert_eq!(
+        tool_doc(&t, SdkDocs::Brief),
+        ["Writes a file.", "@destructive"]
+    );
+    let ro =
+        tool(json!({"name": "r", "annotations": {"readOnlyHint": true, "openWorldHint": true}}));
+    assert_eq!(tool_doc(&ro, SdkDocs::Brief), ["@readOnly"]);
+    let nd = tool(json!({"name": "n", "annotations": {"destructiveHint": false}}));
+    assert!(tool_doc(&nd, SdkDocs::Brief).is_empty());
+    let brief = declarations(
+        &[SdkTool {
+            name: "x",
+            server: "s",
+            tool: &t,
+        }],
+        SdkDocs::Brief,
+    );
+    assert!(
+        brief.contains("/** Writes a file. @destructive */\nx(args?: {\n  path?: string; // Where.\n}): Promise<unknown>;\n"),
+        "{brief}"
+    );
+    // describe() is always full, whatever the inline form shows.
+    let full = describe(&SdkTool {
+        name: "x",
+        server: "s",
+        tool: &t,
+    });
+    assert!(full.contains("Overwrites what is there."), "{full}");
+    assert!(full.contains("@title A Title"), "{full}");
+    assert!(full.contains("Relative to the root."), "{full}");
 }
 
 #[test]
@@ -242,18 +298,21 @@ fn args_are_optional_only_without_required_keys() {
     let optional = tool(
         json!({"name": "o", "inputSchema": {"type": "object", "properties": {"a": {"type": "string"}}}}),
     );
-    let text = declarations(&[
-        SdkTool {
-            name: "r",
-            server: "s",
-            tool: &required,
-        },
-        SdkTool {
-            name: "o",
-            server: "s",
-            tool: &optional,
-        },
-    ]);
+    let text = declarations(
+        &[
+            SdkTool {
+                name: "r",
+                server: "s",
+                tool: &required,
+            },
+            SdkTool {
+                name: "o",
+                server: "s",
+                tool: &optional,
+            },
+        ],
+        SdkDocs::Full,
+    );
     assert!(text.contains("  r(args: { a: string }): "), "{text}");
     assert!(text.contains("  o(args?: { a?: string }): "), "{text}");
 }
@@ -266,11 +325,14 @@ fn tools_without_arguments_take_none() {
         json!({"type": "object", "properties": {}, "additionalProperties": false}),
     ] {
         let t = tool(json!({"name": "x", "inputSchema": schema}));
-        let text = declarations(&[SdkTool {
-            name: "x",
-            server: "s",
-            tool: &t,
-        }]);
+        let text = declarations(
+            &[SdkTool {
+                name: "x",
+                server: "s",
+                tool: &t,
+            }],
+            SdkDocs::Full,
+        );
         assert!(
             text.contains("  x(): Promise<unknown>;"),
             "{schema}: {text}"
@@ -281,11 +343,14 @@ fn tools_without_arguments_take_none() {
         json!({"type": "object", "additionalProperties": {"type": "string"}}),
     ] {
         let t = tool(json!({"name": "x", "inputSchema": schema}));
-        let text = declarations(&[SdkTool {
-            name: "x",
-            server: "s",
-            tool: &t,
-        }]);
+        let text = declarations(
+            &[SdkTool {
+                name: "x",
+                server: "s",
+                tool: &t,
+            }],
+            SdkDocs::Full,
+        );
         assert!(
             text.contains("  x(args?: { [key: string]: "),
             "{schema}: {text}"
@@ -295,7 +360,9 @@ fn tools_without_arguments_take_none() {
 
 #[test]
 fn titles_that_restate_the_name_are_dropped() {
-    let doc = |name: &str, title: &str| tool_doc(&tool(json!({"name": name, "title": title})));
+    let doc = |name: &str, title: &str| {
+        tool_doc(&tool(json!({"name": name, "title": title})), SdkDocs::Full)
+    };
     assert!(doc("get-sum", "Get Sum Tool").is_empty());
     assert!(doc("echo", "Echo").is_empty());
     assert_eq!(
@@ -321,8 +388,8 @@ fn output_is_independent_of_input_order() {
             (name, format!("srv{}", i % 5), t)
         })
         .collect();
-    let expected_decl = declarations(&sdk(&base));
-    let expected_desc = run_code_description(&sdk(&base), SdkForm::Catalog, 0);
+    let expected_decl = declarations(&sdk(&base), SdkDocs::Full);
+    let expected_desc = run_code_description(&sdk(&base), SdkForm::Catalog, SdkDocs::Full, 0);
     let expected_search = Catalog::new(&sdk(&base)).search("tool number", Some(50));
     let mut state: u64 = 0x2545_F491_4F6C_DD1D;
     for _ in 0..10 {
@@ -334,9 +401,9 @@ fn output_is_independent_of_input_order() {
             let j = (state % (i as u64 + 1)) as usize;
             shuffled.swap(i, j);
         }
-        assert_eq!(declarations(&sdk(&shuffled)), expected_decl);
+        assert_eq!(declarations(&sdk(&shuffled), SdkDocs::Full), expected_decl);
         assert_eq!(
-            run_code_description(&sdk(&shuffled), SdkForm::Catalog, 0),
+            run_code_description(&sdk(&shuffled), SdkForm::Catalog, SdkDocs::Full, 0),
             expected_desc
         );
         assert_eq!(
@@ -350,18 +417,21 @@ fn output_is_independent_of_input_order() {
 fn duplicate_names_keep_the_first_server() {
     let a = tool(json!({"name": "x", "description": "from a"}));
     let b = tool(json!({"name": "x", "description": "from b"}));
-    let one = declarations(&[
-        SdkTool {
-            name: "x",
-            server: "b",
-            tool: &b,
-        },
-        SdkTool {
-            name: "x",
-            server: "a",
-            tool: &a,
-        },
-    ]);
+    let one = declarations(
+        &[
+            SdkTool {
+                name: "x",
+                server: "b",
+                tool: &b,
+            },
+            SdkTool {
+                name: "x",
+                server: "a",
+                tool: &a,
+            },
+        ],
+        SdkDocs::Full,
+    );
     assert!(one.contains("from a") && !one.contains("from b"), "{one}");
     assert_eq!(one.matches("  x(").count(), 1);
 }
@@ -398,31 +468,31 @@ fn auto_switches_to_the_catalog_above_the_budget() {
         ),
     ]);
     let tools = sdk(&tools);
-    let (inline, form) = run_code_description(&tools, SdkForm::Auto, 100_000);
+    let (inline, form) = run_code_description(&tools, SdkForm::Auto, SdkDocs::Full, 100_000);
     assert_eq!(form, SdkForm::Inline);
-    assert!(inline.starts_with(usage(SdkForm::Inline)));
+    assert!(inline.starts_with(usage(SdkForm::Inline, SdkDocs::Full)));
     assert!(
         inline.contains("declare const tools: {\n  /** One. */\n  a__one(): Promise<unknown>;\n")
     );
     let budget = estimate_tokens(&inline);
     assert_eq!(
-        run_code_description(&tools, SdkForm::Auto, budget).1,
+        run_code_description(&tools, SdkForm::Auto, SdkDocs::Full, budget).1,
         SdkForm::Inline
     );
-    let (catalog, form) = run_code_description(&tools, SdkForm::Auto, budget - 1);
+    let (catalog, form) = run_code_description(&tools, SdkForm::Auto, SdkDocs::Full, budget - 1);
     assert_eq!(form, SdkForm::Catalog);
-    assert!(catalog.starts_with(usage(SdkForm::Catalog)));
+    assert!(catalog.starts_with(usage(SdkForm::Catalog, SdkDocs::Full)));
     assert!(
         catalog.ends_with("Servers (2 tools):\n- a: 1 tool\n- b: 1 tool"),
         "{catalog}"
     );
     assert!(!catalog.contains("a__one"));
     assert_eq!(
-        run_code_description(&tools, SdkForm::Inline, 0).1,
+        run_code_description(&tools, SdkForm::Inline, SdkDocs::Full, 0).1,
         SdkForm::Inline
     );
     assert_eq!(
-        run_code_description(&tools, SdkForm::Catalog, usize::MAX).1,
+        run_code_description(&tools, SdkForm::Catalog, SdkDocs::Full, usize::MAX).1,
         SdkForm::Catalog
     );
 }
@@ -439,7 +509,7 @@ fn catalog_form_stays_small_for_huge_tool_sets() {
             )
         })
         .collect();
-    let (text, form) = run_code_description(&sdk(&big), SdkForm::Auto, 8000);
+    let (text, form) = run_code_description(&sdk(&big), SdkForm::Auto, SdkDocs::Full, 8000);
     assert_eq!(form, SdkForm::Catalog);
     assert!(
         estimate_tokens(&text) < 1000,
@@ -456,7 +526,7 @@ fn catalog_form_stays_small_for_huge_tool_sets() {
 
 #[test]
 fn usage_states_the_calling_contract() {
-    let text = usage(SdkForm::Inline);
+    let text = usage(SdkForm::Inline, SdkDocs::Full);
     for needle in [
         "body of an async function",
         "`return`",
@@ -473,9 +543,12 @@ fn usage_states_the_calling_contract() {
     ] {
         assert!(text.contains(needle), "usage lacks {needle:?}");
     }
-    assert!(usage(SdkForm::Catalog).contains("catalog.search"));
-    assert!(usage(SdkForm::Catalog).contains("catalog.describe"));
-    assert_eq!(usage(SdkForm::Auto), usage(SdkForm::Inline));
+    assert!(usage(SdkForm::Catalog, SdkDocs::Full).contains("catalog.search"));
+    assert!(usage(SdkForm::Catalog, SdkDocs::Full).contains("catalog.describe"));
+    assert_eq!(
+        usage(SdkForm::Auto, SdkDocs::Full),
+        usage(SdkForm::Inline, SdkDocs::Full)
+    );
 }
 
 #[test]

@@ -78,6 +78,40 @@ pub fn truncate(text: &str, max: usize) -> String {
     out
 }
 
+/// Words after which a period does not end a sentence.
+const ABBREVIATIONS: &[&str] = &["e.g", "i.e", "etc", "vs", "cf", "approx", "incl", "no"];
+
+/// The first sentence of [`clean`] text on one line, at most `max` characters (cut with
+/// `…`). A sentence ends at `.`, `!` or `?` before whitespace (not after a common
+/// abbreviation such as `e.g.`), or at a line break. No mark says that more was left out:
+/// the usage text says every description is cut so, and one mark per cut cost 1% of a
+/// native `tools/list` on the benchmark surface.
+pub fn brief(text: &str, max: usize) -> String {
+    let cleaned = clean(text);
+    let first_line = cleaned.split('\n').next().unwrap_or_default();
+    let mut end = first_line.len();
+    let mut chars = first_line.char_indices().peekable();
+    while let Some((at, c)) = chars.next() {
+        if !matches!(c, '.' | '!' | '?') {
+            continue;
+        }
+        let before_space = chars.peek().is_some_and(|(_, next)| next.is_whitespace());
+        if !before_space {
+            continue;
+        }
+        let word = first_line[..at]
+            .rsplit(|c: char| c.is_whitespace() || c == '(')
+            .next()
+            .unwrap_or_default();
+        if c == '.' && ABBREVIATIONS.iter().any(|a| word.eq_ignore_ascii_case(a)) {
+            continue;
+        }
+        end = at + c.len_utf8();
+        break;
+    }
+    truncate(&one_line(&first_line[..end]), max)
+}
+
 /// JSDoc for `lines` (already [`comment_safe`]) at `indent` levels of two spaces, ending in a
 /// newline; nothing when there are no lines. One line (`/** a @tag */`) when every line is
 /// one line: a block's ` * ` prefixes and own `/**`, `*/` lines cost tokens and say nothing.
@@ -147,6 +181,30 @@ pub fn key(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn brief_keeps_the_first_sentence() {
+        assert_eq!(brief("Adds two numbers.", 100), "Adds two numbers.");
+        assert_eq!(brief("Adds. Then more.", 100), "Adds.");
+        assert_eq!(brief("No stop here", 100), "No stop here");
+        assert_eq!(brief("First line\nsecond line", 100), "First line");
+        assert_eq!(
+            brief("Use a glob, e.g. *.rs or i.e. this. Rest.", 100),
+            "Use a glob, e.g. *.rs or i.e. this."
+        );
+        assert_eq!(
+            brief("Version 1.2 is fine. Rest", 100),
+            "Version 1.2 is fine."
+        );
+        assert_eq!(
+            brief("See https://x.y/a.b for more", 100),
+            "See https://x.y/a.b for more"
+        );
+        assert_eq!(brief("Really? Yes.", 100), "Really?");
+        assert_eq!(brief("abcdefghij. Rest", 5), "abcd…");
+        assert_eq!(brief("", 10), "");
+        assert_eq!(brief("\u{202E}Hidden. Rest", 100), "Hidden.");
+    }
 
     #[test]
     fn clean_normalises_breaks_and_strips_invisible_characters() {
