@@ -106,6 +106,10 @@ async fn deep_recursion_is_a_limit() {
         "async function f(n) { if (n === 0) await null; return 1 + await f(n + 1) } return await f(0)",
         "function* g() { yield* g() } await null; return [...g()]",
         "async function deep() { await null; const f = function (n) { return f(n + 1) }; return f(0) } return await deep()",
+        // Default values run before the body's check, so they carry one of their own.
+        "await null; function f(a = f()) { return a } return f()",
+        "await null; const f = (a = f()) => a; return f()",
+        "await null; function f({ a = f() } = {}) { return a } return f()",
     ] {
         assert_ends(&pool, code, wall(5), &[FailureKind::Limit], "recursion").await;
     }

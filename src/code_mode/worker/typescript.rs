@@ -15,7 +15,10 @@ use std::path::Path;
 
 use oxc_allocator::{Allocator, Vec as ArenaVec};
 use oxc_ast::{
-    ast::{ArrowFunctionBody, ArrowFunctionExpression, Expression, FunctionBody, Statement},
+    ast::{
+        ArrowFunctionBody, ArrowFunctionExpression, AssignmentPattern, Expression, FormalParameter,
+        FunctionBody, Statement,
+    },
     builder::AstBuilder,
 };
 use oxc_ast_visit::{VisitMut, walk_mut};
@@ -107,13 +110,26 @@ struct Checks<'a> {
 }
 
 impl<'a> Checks<'a> {
-    /// `name();`
-    fn call(&self, name: &'static str) -> Statement<'a> {
+    /// `name()`
+    fn call_expression(&self, name: &'static str) -> Expression<'a> {
         let ast = &self.ast;
         let callee = Expression::new_identifier(SPAN, name, ast);
-        let call =
-            Expression::new_call_expression(SPAN, callee, None, ArenaVec::new_in(ast), false, ast);
-        Statement::new_expression_statement(SPAN, call, ast)
+        Expression::new_call_expression(SPAN, callee, None, ArenaVec::new_in(ast), false, ast)
+    }
+
+    /// `name();`
+    fn call(&self, name: &'static str) -> Statement<'a> {
+        Statement::new_expression_statement(SPAN, self.call_expression(name), &self.ast)
+    }
+
+    /// `expression` becomes `(ENTER(), expression)`: a default value runs in the function's
+    /// frame before its body, so a default that recurses (`function f(a = f()) {}`) is bounded
+    /// by the same check as the body.
+    fn enter_before(&self, expression: &mut Expression<'a>) {
+        let ast = &self.ast;
+        let old = std::mem::replace(expression, Expression::new_null_literal(SPAN, ast));
+        let items = ArenaVec::from_array_in([self.call_expression(ENTER), old], ast);
+        *expression = Expression::new_sequence_expression(SPAN, items, ast);
     }
 }
 
@@ -141,6 +157,20 @@ impl<'a> VisitMut<'a> for Checks<'a> {
         walk_mut::walk_function_body(self, it);
         let enter = self.call(ENTER);
         it.statements.insert(0, enter);
+    }
+
+    /// A parameter's default value: see [`Checks::enter_before`].
+    fn visit_formal_parameter(&mut self, it: &mut FormalParameter<'a>) {
+        walk_mut::walk_formal_parameter(self, it);
+        if let Some(initializer) = it.initializer.as_mut() {
+            self.enter_before(initializer);
+        }
+    }
+
+    /// A default inside a destructuring pattern (`function f({a = f()}) {}`).
+    fn visit_assignment_pattern(&mut self, it: &mut AssignmentPattern<'a>) {
+        walk_mut::walk_assignment_pattern(self, it);
+        self.enter_before(&mut it.right);
     }
 
     /// An arrow with an expression body gets a block body, `{ ENTER(); return expression; }`, which
