@@ -97,9 +97,10 @@ impl Deps {
         work
     }
 
-    /// Runs a client script (`program` with `args`) to its end and returns the JSON lines it
-    /// printed. Panics with its stderr when it fails, times out or prints something else.
-    pub async fn run_client(&self, program: &Path, args: &[String]) -> Vec<Value> {
+    /// Runs a client script (`program` with `args`) to its end and returns what it printed.
+    /// Panics with its stderr when it fails, times out or prints something else than JSON
+    /// lines.
+    pub async fn run_client(&self, program: &Path, args: &[String]) -> Observed {
         let mut command = tokio::process::Command::new(program);
         command
             .args(args)
@@ -130,18 +131,19 @@ impl Deps {
             })
             .collect();
         eprintln!("client stderr:\n{stderr}");
-        lines
+        Observed::new(lines, stderr.into_owned())
     }
 }
 
-/// What a client script observed, by step.
+/// What a client script observed, by step, and what it (its SDK) wrote to stderr.
 pub struct Observed {
     lines: Vec<Value>,
+    pub stderr: String,
 }
 
 impl Observed {
-    pub fn new(lines: Vec<Value>) -> Self {
-        let observed = Self { lines };
+    fn new(lines: Vec<Value>, stderr: String) -> Self {
+        let observed = Self { lines, stderr };
         assert!(
             observed.lines.iter().any(|l| l["step"] == "done"),
             "the client did not get to its end: {:#?}",
