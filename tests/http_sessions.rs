@@ -137,3 +137,21 @@ async fn the_default_cap_stops_an_initialize_flood() {
     let refused = statuses.iter().filter(|s| **s == 503).count();
     assert_eq!((accepted, refused), (1000, 1), "{statuses:?}");
 }
+
+#[tokio::test]
+async fn closing_a_session_answers_200_and_ends_it() {
+    // 200, as the SDK servers answer; the Python SDK's client warns on rmcp's 202.
+    let work = echo_with("");
+    let gateway = HttpGateway::start(&work).await;
+    let session = raw_session(&gateway.url, &[]).await;
+    let closed = reqwest::Client::new()
+        .delete(&gateway.url)
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .expect("DELETE reaches the gateway");
+    assert_eq!(closed.status(), 200, "{closed:?}");
+    let list = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    let after = mcp_post(&gateway.url, Some(&session), &[], &list).await;
+    assert_eq!(after.status(), 404, "the session is gone: {after:?}");
+}

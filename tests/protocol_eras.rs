@@ -1,7 +1,7 @@
 //! Clients of the 2026-07-28 lifecycle (`server/discover`, per-request metadata, no
 //! `initialize`) use toolgate, whose upstreams are 2025-era servers, over stdio and HTTP:
-//! they list and call tools, get tool results with `resultType`, and hear about tool list
-//! changes on a `subscriptions/listen` stream.
+//! they list and call tools, get tool, prompt, resource and completion results with
+//! `resultType`, and hear about tool list changes on a `subscriptions/listen` stream.
 
 mod common;
 
@@ -10,7 +10,10 @@ use std::{process::Stdio, time::Duration};
 use common::*;
 use rmcp::{
     ClientLifecycleMode, ClientServiceExt,
-    model::{ProtocolVersion, ResultType, ServerNotification, SubscriptionFilter},
+    model::{
+        ArgumentInfo, CompleteRequestParams, GetPromptRequestParams, ProtocolVersion,
+        ReadResourceRequestParams, Reference, ResultType, ServerNotification, SubscriptionFilter,
+    },
     transport::{StreamableHttpClientTransport, TokioChildProcess},
 };
 use serde_json::json;
@@ -143,6 +146,74 @@ async fn legacy_client_gets_results_without_result_type() {
         .unwrap();
     assert_eq!(text(&echoed), "hi");
     assert_eq!(echoed.result_type, None);
+    client.cancel().await.unwrap();
+}
+
+/// Gets a prompt, reads a resource and completes an argument through toolgate: each result
+/// of the 2025-era upstream reaches the 2026 client with `resultType: "complete"` (the
+/// Python SDK rejects a result without it), and a 2025-era client gets them without.
+async fn offers_with_result_type(client: &Client, expected: Option<ResultType>) {
+    let mut get = GetPromptRequestParams::new("notes__greet");
+    get.arguments = json!({"name": "Ann"}).as_object().cloned();
+    let prompt = tokio::time::timeout(LIMIT, client.get_prompt(get))
+        .await
+        .expect("prompts/get in time")
+        .expect("prompts/get");
+    let said = prompt.messages[0]
+        .content
+        .as_text()
+        .map(|t| t.text.as_str());
+    assert_eq!(said, Some("Hello, Ann!"));
+    assert_eq!(prompt.result_type, expected, "prompts/get");
+
+    let read = tokio::time::timeout(
+        LIMIT,
+        client.read_resource(ReadResourceRequestParams::new("notes+note://welcome")),
+    )
+    .await
+    .expect("resources/read in time")
+    .expect("resources/read");
+    assert_eq!(read.contents.len(), 1);
+    assert_eq!(read.result_type, expected, "resources/read");
+
+    let request = CompleteRequestParams::new(
+        Reference::for_prompt("notes__greet"),
+        ArgumentInfo::new("name", "a"),
+    );
+    let completed = tokio::time::timeout(LIMIT, client.complete(request))
+        .await
+        .expect("completion/complete in time")
+        .expect("completion/complete");
+    assert_eq!(completed.completion.values, ["alice"]);
+    assert_eq!(completed.result_type, expected, "completion/complete");
+}
+
+fn notes_only() -> Workdir {
+    Workdir::new(&server_toml("notes", "notes_server", &[]))
+}
+
+#[tokio::test]
+async fn modern_stdio_client_gets_offers_with_result_type() {
+    let work = notes_only();
+    let client = modern_stdio_client(&work).await;
+    offers_with_result_type(&client, Some(ResultType::COMPLETE)).await;
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn modern_http_client_gets_offers_with_result_type() {
+    let work = notes_only();
+    let gateway = HttpGateway::start(&work).await;
+    let client = modern_http_client(&gateway).await;
+    offers_with_result_type(&client, Some(ResultType::COMPLETE)).await;
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn legacy_client_gets_offers_without_result_type() {
+    let work = notes_only();
+    let (client, _) = stdio_client(&work).await;
+    offers_with_result_type(&client, None).await;
     client.cancel().await.unwrap();
 }
 

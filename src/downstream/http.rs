@@ -115,7 +115,15 @@ impl Front {
             return Refusal::new(StatusCode::NOT_FOUND, "unknown profile").into_response();
         };
         if request.method() != Method::POST {
-            return forward(endpoint, request).await;
+            let delete = request.method() == Method::DELETE;
+            let mut response = forward(endpoint, request).await;
+            // rmcp answers a session's DELETE with 202. The TypeScript SDK's server answers
+            // 200, and the Python SDK's client takes only 200 or 204 as the session closed
+            // (it logs "Session termination failed: 202" otherwise).
+            if delete && response.status() == StatusCode::ACCEPTED {
+                *response.status_mut() = StatusCode::OK;
+            }
+            return response;
         }
         let (parts, body) = request.into_parts();
         let bytes = match read_body(body, self.body_timeout).await {

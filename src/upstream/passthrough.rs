@@ -9,8 +9,9 @@ use rmcp::{
     RoleClient,
     model::{
         CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResult,
-        LoggingLevel, ReadResourceRequestParams, ReadResourceResult, ServerCapabilities,
-        SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
+        LoggingLevel, ReadResourceRequestParams, ReadResourceResult, ResultType,
+        ServerCapabilities, SetLevelRequestParams, SubscribeRequestParams,
+        UnsubscribeRequestParams,
     },
     service::{Peer, ServiceError},
 };
@@ -77,7 +78,11 @@ impl Upstream {
         limit: Limit,
     ) -> Result<GetPromptResult, UpstreamError> {
         let peer = self.current_peer()?;
-        self.bounded(limit, peer.get_prompt(params)).await
+        let mut result = self.bounded(limit, peer.get_prompt(params)).await?;
+        // As for tool results (see `tool_result`): an older upstream leaves `resultType` out,
+        // a 2026-07-28 client requires it, and rmcp strips it again for older clients.
+        result.result_type.get_or_insert(ResultType::COMPLETE);
+        Ok(result)
     }
 
     /// Forwards `resources/read` with the upstream's own URI.
@@ -87,7 +92,9 @@ impl Upstream {
         limit: Limit,
     ) -> Result<ReadResourceResult, UpstreamError> {
         let peer = self.current_peer()?;
-        self.bounded(limit, peer.read_resource(params)).await
+        let mut result = self.bounded(limit, peer.read_resource(params)).await?;
+        result.result_type.get_or_insert(ResultType::COMPLETE);
+        Ok(result)
     }
 
     /// Forwards `completion/complete` with the upstream's own prompt name or URI template.
@@ -97,7 +104,9 @@ impl Upstream {
         limit: Limit,
     ) -> Result<CompleteResult, UpstreamError> {
         let peer = self.current_peer()?;
-        self.bounded(limit, peer.complete(params)).await
+        let mut result = self.bounded(limit, peer.complete(params)).await?;
+        result.result_type.get_or_insert(ResultType::COMPLETE);
+        Ok(result)
     }
 
     pub async fn subscribe(&self, uri: String, limit: Limit) -> Result<(), UpstreamError> {
