@@ -5,6 +5,18 @@ use serde_json::{Value, json};
 
 use super::*;
 
+/// The full declarations of one tool exposed as `x` from server `s`.
+fn declare_x(tool: &Tool) -> String {
+    declarations(
+        &[SdkTool {
+            name: "x",
+            server: "s",
+            tool,
+        }],
+        SdkDocs::Full,
+    )
+}
+
 fn tool(spec: Value) -> Tool {
     let mut spec = spec;
     if spec.get("inputSchema").is_none() {
@@ -187,14 +199,7 @@ fn line_comments_cannot_be_ended_by_line_terminators() {
             "c": {"type": "string", "description": "four\rfive"}
         }}
     }));
-    let text = declarations(
-        &[SdkTool {
-            name: "x",
-            server: "s",
-            tool: &t,
-        }],
-        SdkDocs::Full,
-    );
+    let text = declare_x(&t);
     // Text that spans lines goes in a JSDoc block, where a new line stays inside the comment.
     assert_eq!(
         text,
@@ -325,14 +330,7 @@ fn tools_without_arguments_take_none() {
         json!({"type": "object", "properties": {}, "additionalProperties": false}),
     ] {
         let t = tool(json!({"name": "x", "inputSchema": schema}));
-        let text = declarations(
-            &[SdkTool {
-                name: "x",
-                server: "s",
-                tool: &t,
-            }],
-            SdkDocs::Full,
-        );
+        let text = declare_x(&t);
         assert!(
             text.contains("  x(): Promise<unknown>;"),
             "{schema}: {text}"
@@ -343,14 +341,7 @@ fn tools_without_arguments_take_none() {
         json!({"type": "object", "additionalProperties": {"type": "string"}}),
     ] {
         let t = tool(json!({"name": "x", "inputSchema": schema}));
-        let text = declarations(
-            &[SdkTool {
-                name: "x",
-                server: "s",
-                tool: &t,
-            }],
-            SdkDocs::Full,
-        );
+        let text = declare_x(&t);
         assert!(
             text.contains("  x(args?: { [key: string]: "),
             "{schema}: {text}"
