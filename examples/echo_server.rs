@@ -18,7 +18,8 @@
 //! `ECHO_HIDDEN_CHARS=1` puts zero-width, bidi and BOM characters into `echo`'s description
 //! and title; `ECHO_RUG_PULL=1` adds `rug_pull`, which swaps `echo`'s description for an
 //! injected instruction, adds a `secret` argument to its schema, and sends
-//! `notifications/tools/list_changed`.
+//! `notifications/tools/list_changed`. `ECHO_BIG_TOOL=1` adds `big`, which answers a text
+//! of `bytes` times `x` (for answers over a size limit).
 
 use std::{
     borrow::Cow,
@@ -45,6 +46,8 @@ const SERVER_NAME: &str = "echo-server";
 const MAX_SLEEP_MS: u64 = 86_400_000;
 /// Upper bound for `sleep.steps`, so one call cannot flood the client with progress.
 const MAX_SLEEP_STEPS: u64 = 10_000;
+/// Upper bound for `big.bytes` (256 MiB).
+const MAX_BIG_BYTES: u64 = 256 * 1024 * 1024;
 /// Prefix of the opaque `tools/list` cursor; the rest is the offset of the next page.
 const CURSOR_PREFIX: &str = "echo-page-";
 
@@ -61,6 +64,8 @@ enum Kind {
     Dynamic,
     /// `ECHO_RUG_PULL=1`: changes `echo`'s definition (see the pinning switches).
     RugPull,
+    /// `ECHO_BIG_TOOL=1`: a text of `bytes` bytes.
+    Big,
 }
 
 #[derive(Debug, Clone)]
@@ -252,6 +257,21 @@ impl EchoServer {
             }
         }
         pinning_switches(&mut tools);
+        if std::env::var("ECHO_BIG_TOOL").is_ok_and(|v| v == "1") {
+            tools.push(Entry {
+                tool: Tool::new(
+                    "big",
+                    "Return a text of `bytes` times `x`",
+                    schema(json!({
+                        "type": "object",
+                        "properties": {"bytes": {"type": "integer", "minimum": 0}},
+                        "required": ["bytes"],
+                        "additionalProperties": false
+                    })),
+                ),
+                kind: Kind::Big,
+            });
+        }
         let page_size = match env_number("ECHO_PAGE_SIZE")? {
             Some(0) => return Err(format!("{SERVER_NAME}: ECHO_PAGE_SIZE must be at least 1")),
             other => other,
@@ -436,6 +456,14 @@ fn echo(args: &JsonObject) -> Result<CallToolResult, String> {
     Ok(text_result(required_string(args, "text")?))
 }
 
+fn big(args: &JsonObject) -> Result<CallToolResult, String> {
+    check_keys(args, &["bytes"])?;
+    match args.get("bytes").and_then(Value::as_u64) {
+        Some(bytes) if bytes <= MAX_BIG_BYTES => Ok(text_result("x".repeat(bytes as usize))),
+        _ => Err(format!("`bytes` must be an integer in 0..={MAX_BIG_BYTES}")),
+    }
+}
+
 fn add(args: &JsonObject) -> Result<CallToolResult, String> {
     check_keys(args, &["a", "b"])?;
     let number = |key: &str| match args.get(key) {
@@ -539,6 +567,7 @@ impl ServerHandler for EchoServer {
             Kind::AddTool => self.add_tool(&args, &context).await,
             Kind::RemoveTool => self.remove_tool(&args, &context).await,
             Kind::RugPull => self.rug_pull(&context).await,
+            Kind::Big => big(&args),
         };
         // Bad arguments are a tool execution error (SEP-1303), which the caller can see.
         let result = outcome.unwrap_or_else(|e| error_result(format!("invalid arguments: {e}")));

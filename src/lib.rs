@@ -9,7 +9,8 @@
 //!   withheld or served with a warning, with a diff in the log; new tools follow `on_new`.
 //! - [`upstream`]: one rmcp client per server (stdio child in its own process group, or
 //!   streamable HTTP) under a supervisor task that imports tools, follows `list_changed`,
-//!   pings, and restarts with backoff; forwards calls, cancels and progress. Reports
+//!   pings, and restarts with backoff; forwards calls, cancels and progress; every answer is
+//!   bounded by `max_message_bytes` (stdio lines, HTTP bodies and SSE events). Reports
 //!   [`upstream::UpstreamEvent`]s (a dead server's are withdrawn); never touches the registry.
 //! - [`registry`]: pure (no I/O, no async). Each layer's tools (global servers, each
 //!   profile's own servers), named by the prefix policy ([`registry::names`]), merged and

@@ -7,6 +7,7 @@
 //! stop the others. Everything a supervisor learns becomes an [`UpstreamEvent`] for the
 //! registry's owner, so this module never touches the registry.
 
+mod bounded_http;
 mod client;
 mod connect;
 mod flood;
@@ -44,6 +45,7 @@ use crate::{
 use client::UpstreamClient;
 pub use passthrough::Limit;
 pub use progress::ProgressRoutes;
+pub(crate) use size_guard::find_id;
 
 /// What the registry's owner learns from the upstreams.
 #[derive(Debug)]
@@ -71,13 +73,16 @@ pub enum UpstreamError {
     /// The server answered with something that is not a tool result.
     #[error("server \"{server}\" sent an unexpected answer: {detail}")]
     Protocol { server: ServerId, detail: String },
-    /// The server's answer was over `max_message_bytes`: dropped unread, the call failed at once.
+    /// The server's answer was over `max_message_bytes`: dropped unread, the call failed at
+    /// once. `bytes` is its size when known (a stdio line is counted to its end; an HTTP body
+    /// or SSE event is left unread past the limit).
     #[error(
-        "server \"{server}\" sent an answer of {bytes} bytes, over max_message_bytes ({limit})"
+        "server \"{server}\" sent an answer{}, over max_message_bytes ({limit})",
+        .bytes.map(|b| format!(" of {b} bytes")).unwrap_or_default()
     )]
     TooLarge {
         server: ServerId,
-        bytes: u64,
+        bytes: Option<u64>,
         limit: u64,
     },
     /// The calling client cancelled; the upstream was told.
@@ -361,7 +366,7 @@ impl Upstream {
                 match too_large {
                     Some(sizes) => UpstreamError::TooLarge {
                         server: self.name.clone(),
-                        bytes: sizes["bytes"].as_u64().unwrap_or_default(),
+                        bytes: sizes["bytes"].as_u64(),
                         limit: sizes["limit"].as_u64().unwrap_or_default(),
                     },
                     None => UpstreamError::Rpc {

@@ -1,4 +1,5 @@
-//! Hostile client input, as raw bytes: malformed JSON, a batch, an oversized line or body,
+//! Hostile client input, as raw bytes: malformed JSON, a batch, a line or body over the limit
+//! (`max_message_bytes`; over HTTP also at most 4 MiB),
 //! deep nesting, invalid UTF-8. Each gets a JSON-RPC error (over HTTP with a 4xx status),
 //! never silence (without an id when none could be read, as MCP 2026-07-28 has it), and the same session goes on answering calls; over stdio, stdout carries
 //! nothing but JSON lines. A made-up `Mcp-Session-Id` gets 404 from a caller who passed the
@@ -9,9 +10,9 @@ mod common;
 use common::*;
 use serde_json::{Value, json};
 
-/// A line rmcp accepted before is never refused: the stdio limit is rmcp's 16 MiB.
+/// The default stdio line limit: `max_message_bytes`' default, rmcp's own 16 MiB.
 const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
-/// toolgate's HTTP body limit (`MAX_BODY_BYTES`).
+/// toolgate's HTTP body limit (`MAX_BODY_BYTES`) when `max_message_bytes` is not smaller.
 const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 
 fn echo_only(extra: &str) -> Workdir {
@@ -148,12 +149,16 @@ async fn over_stdio_every_unreadable_line_is_answered_and_the_session_goes_on() 
     let mut oversized = call_with_raw_text(6, &vec![b'x'; MAX_LINE_BYTES]);
     oversized.push(b'\n');
     let mut attacks = attacks();
-    attacks.push(Attack::new(
-        "a line over 16 MiB",
-        oversized,
-        -32700,
-        "longer than",
-    ));
+    // Its id is found at its start, though the line is never read whole.
+    attacks.push(Attack {
+        id: Some(json!(6)),
+        ..Attack::new(
+            "a line over 16 MiB",
+            oversized,
+            -32700,
+            "longer than max_message_bytes (16777216)",
+        )
+    });
 
     for (i, mut attack) in attacks.into_iter().enumerate() {
         if attack.bytes.last() != Some(&b'\n') {
@@ -262,4 +267,80 @@ async fn a_made_up_session_id_is_unknown_to_callers_past_the_door() {
     let ops = format!("{}/ops", gateway.url);
     let response = mcp_post(&ops, Some("made-up-session"), &[], &listing).await;
     assert_eq!(response.status(), 401, "{response:?}");
+}
+
+#[tokio::test]
+async fn over_stdio_a_line_over_max_message_bytes_is_answered_with_its_size_and_id() {
+    let work = echo_only("[gateway]\nmax_message_bytes = 100000\n");
+    let mut gateway = RawStdio::start(&work).await;
+    let mut line = call_with_raw_text(7, &vec![b'x'; 200_000]);
+    let size = line.len();
+    line.push(b'\n');
+    gateway.send_raw(&line).await;
+    let answer = next_reply(&mut gateway).await;
+    assert_eq!(answer["id"], 7, "{answer}");
+    assert_eq!(answer["error"]["code"], -32700, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&format!(
+            "{size} bytes, longer than max_message_bytes (100000)"
+        )),
+        "{answer}"
+    );
+    assert_eq!(
+        answer["error"]["data"],
+        json!({"bytes": size, "limit": 100000})
+    );
+    // An id at the end of the line is found too; none at all gives an answer without one.
+    let mut id_last = br#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"echo__echo","arguments":{"text":""#.to_vec();
+    id_last.extend_from_slice(&vec![b'y'; 150_000]);
+    id_last.extend_from_slice(b"\"}},\"id\":\"last\"}\n");
+    gateway.send_raw(&id_last).await;
+    let answer = next_reply(&mut gateway).await;
+    assert_eq!(answer["id"], "last", "{answer}");
+    let mut no_id = vec![b'z'; 120_000];
+    no_id.push(b'\n');
+    gateway.send_raw(&no_id).await;
+    let answer = next_reply(&mut gateway).await;
+    assert_eq!(answer.get("id"), None, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("120000 bytes"),
+        "{answer}"
+    );
+    // Under the limit, the same call goes through: the session goes on.
+    gateway
+        .send(&call_request(
+            8,
+            "echo__echo",
+            json!({"text": "x".repeat(50_000)}),
+        ))
+        .await;
+    let answer = next_reply(&mut gateway).await;
+    assert_eq!(answer["id"], 8, "{answer}");
+    assert_eq!(
+        answer["result"]["content"][0]["text"]
+            .as_str()
+            .map(str::len),
+        Some(50_000),
+        "{answer}"
+    );
+    let (_, status) = gateway.finish().await;
+    assert_eq!(status.code(), Some(0), "{status}");
+}
+
+#[tokio::test]
+async fn over_http_a_body_over_a_smaller_max_message_bytes_is_refused() {
+    let work = echo_only("[gateway]\nmax_message_bytes = 100000\n");
+    let gateway = HttpGateway::start(&work).await;
+    let session = raw_session(&gateway.url, &[]).await;
+    let oversized = call_with_raw_text(6, &vec![b'x'; 200_000]);
+    let response = mcp_post_raw(&gateway.url, Some(&session), &[], oversized).await;
+    assert_eq!(response.status(), 413, "{response:?}");
+    let call = call_request(7, "echo__echo", json!({"text": "still here 7"}));
+    let (status, answer) = post(&gateway.url, &session, serde_json::to_vec(&call).unwrap()).await;
+    assert_eq!(status, 200, "after an oversized body: {answer}");
+    assert_echoed("an oversized body", &answer, 7);
 }

@@ -14,8 +14,8 @@
 //!      `p` lists tokens → 401;
 //!    - on `/mcp`: the token's profile, else `default` (401 if `require_profile`, or if
 //!      `default` lists tokens).
-//! 3. **The POST body** ([`envelope`]): read within `body_timeout_secs` (408) and 4 MiB (413);
-//!    then a `tools/call` with malformed params is answered `-32602`, a request reusing the
+//! 3. **The POST body** ([`envelope`]): read within `body_timeout_secs` (408) and 4 MiB or
+//!    `max_message_bytes`, whichever is smaller (413); then a `tools/call` with malformed params is answered `-32602`, a request reusing the
 //!    id of one still in flight on its session is answered `-32600` ([`guard`](super::guard)),
 //!    and an `initialize` beyond the session caps gets 503 ([`sessions`]). A JSON body rmcp
 //!    cannot decode is answered 400 as over stdio ([`lines::refusal`](super::lines::refusal)):
@@ -87,6 +87,8 @@ struct Front {
     /// `tools/call` answers not yet sent: a stopping server lets them go out first.
     answering: TaskTracker,
     body_timeout: Duration,
+    /// [`envelope::body_cap`].
+    body_cap: usize,
     gateway: Arc<Gateway>,
 }
 
@@ -126,7 +128,7 @@ impl Front {
             return response;
         }
         let (parts, body) = request.into_parts();
-        let bytes = match read_body(body, self.body_timeout).await {
+        let bytes = match read_body(body, self.body_timeout, self.body_cap).await {
             Ok(bytes) => bytes,
             Err(refusal) => return refusal.into_response(),
         };
@@ -258,7 +260,8 @@ pub async fn serve(
         .with_allowed_hosts(doors.rmcp_hosts())
         // SSE pings are what keeps a long call's connection from looking idle.
         .with_sse_keep_alive(Some(SSE_KEEP_ALIVE.min(settings.connection_idle / 2)));
-    rmcp_config.max_request_body_bytes = envelope::MAX_BODY_BYTES;
+    let body_cap = envelope::body_cap(gateway.config.supervise.max_message_bytes);
+    rmcp_config.max_request_body_bytes = body_cap;
     let sessions = SessionLimits::new(settings);
     let endpoints = config
         .profiles
@@ -283,6 +286,7 @@ pub async fn serve(
         in_flight: Arc::default(),
         answering: TaskTracker::new(),
         body_timeout: settings.body_timeout,
+        body_cap,
         gateway: gateway.clone(),
     });
     let answering = front.answering.clone();

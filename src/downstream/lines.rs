@@ -4,11 +4,12 @@
 //! rmcp's `AsyncRwTransport` drops a line that is not JSON, not UTF-8, nested too deep or
 //! longer than its limit, and only logs it: a client whose request was garbled in transit
 //! waits for its answer forever. [`Lines`] reads and writes the same way (a line at most
-//! [`MAX_LINE_BYTES`] long, bounded while it is read) but answers such lines as JSON-RPC 2.0
+//! `[gateway] max_message_bytes` long, bounded while it is read) but answers such lines as JSON-RPC 2.0
 //! asks (§5.1), without an id since none could be read ([`refusal`]; MCP 2026-07-28 omits the
 //! id where JSON-RPC 2.0 wrote null, and earlier MCP versions allow no null ids):
 //! - `-32700` (parse error): not one JSON value (broken, not UTF-8, nested deeper than 128),
-//!   or longer than [`MAX_LINE_BYTES`] (its tail is skipped up to the next newline);
+//!   or longer than the limit (never buffered whole: it is skipped up to its newline, and the
+//!   answer names its size and the limit, with its id when one is found near either end);
 //! - `-32600` (invalid request): JSON that is not a message: a batch (MCP dropped JSON-RPC
 //!   batches in 2025-06-18), a scalar, or an object that does not fit (with its id, when it
 //!   has a readable one).
@@ -37,8 +38,11 @@ use tokio::{
 
 use super::guard::json_kind;
 
-/// Longest line read (rmcp's own default, 16 MiB, so nothing rmcp accepted is refused now).
+/// Longest line read unless [`Lines::with_max_line`] says otherwise (rmcp's own default,
+/// 16 MiB, which is also `max_message_bytes`' default).
 pub const MAX_LINE_BYTES: usize = rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH;
+/// Bytes kept at each end of an over-limit line, to find its `id`.
+const KEEP: usize = 512;
 /// A line buffer grown past this by a long message is shrunk back to it once the message is
 /// decoded, so one large message does not pin its size for the rest of the session.
 const KEPT_LINE_CAPACITY: usize = 64 * 1024;
@@ -97,20 +101,51 @@ pub fn refusal(
     Some((id, ErrorData::invalid_request(message, None)))
 }
 
-/// The `-32700` answer to a line longer than `max` bytes.
-fn too_long(max: usize) -> ErrorData {
-    ErrorData::parse_error(
-        format!("parse error: the message is longer than {max} bytes and was skipped"),
-        None,
-    )
+/// The `-32700` answer to a line over the limit, for its id when one was found.
+fn too_long(over: &Oversized, max: usize) -> Refused {
+    let id = crate::upstream::find_id(&over.head)
+        .or_else(|| crate::upstream::find_id(&over.tail))
+        .and_then(|id| serde_json::from_value::<RequestId>(id).ok());
+    let error = ErrorData::parse_error(
+        format!(
+            "parse error: the message is {} bytes, longer than max_message_bytes ({max}), and was skipped",
+            over.bytes
+        ),
+        Some(serde_json::json!({"bytes": over.bytes, "limit": max})),
+    );
+    (id, error)
+}
+
+/// What is kept of a line over the limit while the rest of it is skipped.
+#[derive(Default)]
+struct Oversized {
+    head: Vec<u8>,
+    tail: Vec<u8>,
+    /// Its length so far, without the newline.
+    bytes: usize,
+}
+
+impl Oversized {
+    fn add(&mut self, piece: &[u8]) {
+        self.bytes += piece.len();
+        if self.head.len() < KEEP {
+            let room = KEEP - self.head.len();
+            self.head.extend_from_slice(&piece[..piece.len().min(room)]);
+        }
+        let piece = &piece[piece.len().saturating_sub(KEEP)..];
+        self.tail.extend_from_slice(piece);
+        if self.tail.len() > KEEP {
+            self.tail.drain(..self.tail.len() - KEEP);
+        }
+    }
 }
 
 /// What one bounded line read found.
 enum LineRead {
     /// A whole line (without its newline) is in `line`.
     Line,
-    /// The line exceeded the limit: its start is dropped and its tail is being skipped.
-    TooLong,
+    /// The line exceeded the limit and was skipped up to its newline.
+    TooLong(Oversized),
     Eof,
     Io(io::Error),
 }
@@ -225,8 +260,8 @@ pub struct Lines<R, W> {
     read: BufReader<R>,
     line: Vec<u8>,
     max_line: usize,
-    /// Skipping the rest of a line already refused as too long, up to its newline.
-    skipping: bool,
+    /// Skipping a line over the limit, up to its newline.
+    over: Option<Oversized>,
     write: Arc<LineWriter<W>>,
     reply: Option<Reply>,
     intercept: Option<Arc<dyn Intercept>>,
@@ -242,7 +277,7 @@ where
             read: BufReader::new(read),
             line: Vec::new(),
             max_line: MAX_LINE_BYTES,
-            skipping: false,
+            over: None,
             write: Arc::new(LineWriter::new(write)),
             reply: None,
             intercept: None,
@@ -260,7 +295,7 @@ where
         Arc::new(self.write.clone())
     }
 
-    /// With another line limit (tests).
+    /// With another line limit (`max_message_bytes`).
     pub fn with_max_line(mut self, max_line: usize) -> Self {
         self.max_line = max_line;
         self
@@ -279,18 +314,29 @@ where
             }
             let newline = available.iter().position(|b| *b == b'\n');
             let take = newline.map_or(available.len(), |at| at + 1);
+            let piece = &available[..newline.unwrap_or(available.len())];
             // Decided before `consume` (which ends the borrow of `available`); nothing awaits
             // between copying and consuming, so a cancelled read loses no bytes.
-            let outcome = if self.skipping {
-                self.skipping = newline.is_none();
-                None
-            } else if self.line.len().saturating_add(take) > self.max_line {
+            if self.over.is_none() && self.line.len().saturating_add(piece.len()) > self.max_line {
+                // Over the limit: from here on only its ends and its length are kept.
+                let mut over = Oversized::default();
+                over.add(&self.line);
                 self.line.clear();
-                self.skipping = newline.is_none();
-                Some(LineRead::TooLong)
-            } else {
-                self.line.extend_from_slice(&available[..take]);
-                newline.map(|_| LineRead::Line)
+                self.line.shrink_to(KEPT_LINE_CAPACITY);
+                self.over = Some(over);
+            }
+            let outcome = match self.over.as_mut() {
+                Some(over) => {
+                    over.add(piece);
+                    match newline {
+                        Some(_) => self.over.take().map(LineRead::TooLong),
+                        None => None,
+                    }
+                }
+                None => {
+                    self.line.extend_from_slice(&available[..take]);
+                    newline.map(|_| LineRead::Line)
+                }
             };
             self.read.consume(take);
             if let Some(outcome) = outcome {
@@ -364,7 +410,7 @@ where
                     Err(None) => continue,
                     Err(Some(refused)) => refused,
                 },
-                LineRead::TooLong => (None, too_long(self.max_line)),
+                LineRead::TooLong(over) => too_long(&over, self.max_line),
                 // Bytes after the last newline are an unfinished message: nothing to answer.
                 LineRead::Eof => return None,
                 LineRead::Io(error) => {
@@ -444,7 +490,11 @@ mod tests {
             (None, -32600, "batches are not supported"),
             (None, -32700, "not a JSON value"),
             (None, -32700, "not a JSON value"),
-            (None, -32700, "longer than 1024 bytes"),
+            (
+                None,
+                -32700,
+                "3002 bytes, longer than max_message_bytes (1024)",
+            ),
             (None, -32600, "found a number"),
             (Some(json!(5)), -32600, "not a valid JSON-RPC 2.0 message"),
         ];
@@ -471,13 +521,17 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_long_line_is_refused_once_and_its_tail_skipped_across_reads() {
+    async fn a_long_line_is_refused_once_with_its_id_and_size_and_its_tail_skipped_across_reads() {
         let (mut transport, mut to_server, mut from_server) = pipes(100);
+        let head = br#"{"jsonrpc":"2.0","id":12,"method":"ping","params":{"x":""#;
+        let end = br#""}}"#;
         let writer = tokio::spawn(async move {
             // Written in pieces, so the skipping spans several reads.
+            to_server.write_all(head).await.unwrap();
             for _ in 0..10 {
                 to_server.write_all(&[b'x'; 50]).await.unwrap();
             }
+            to_server.write_all(end).await.unwrap();
             to_server.write_all(b"\n").await.unwrap();
             to_server.write_all(&ping(4)).await.unwrap();
             to_server
@@ -486,6 +540,19 @@ mod tests {
         assert!(matches!(message, JsonRpcMessage::Request(r) if r.id == RequestId::Number(4)));
         let answer = next_line(&mut from_server).await;
         assert_eq!(answer["error"]["code"], -32700, "{answer}");
+        assert_eq!(answer["id"], 12, "{answer}");
+        let bytes = head.len() + 500 + end.len();
+        assert_eq!(
+            answer["error"]["data"],
+            json!({"bytes": bytes, "limit": 100})
+        );
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!(
+                "{bytes} bytes, longer than max_message_bytes (100)"
+            )),
+            "{message}"
+        );
         drop(writer.await.unwrap());
         assert!(transport.receive().await.is_none(), "EOF ends the stream");
     }

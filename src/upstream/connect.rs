@@ -87,7 +87,8 @@ impl Connection {
 }
 
 /// Starts `config`'s server and completes the MCP handshake.
-/// `max_message_bytes` bounds each line a stdio server writes (see [`super::size_guard`]).
+/// `max_message_bytes` bounds each line a stdio server writes (see [`super::size_guard`]) and
+/// each answer of an HTTP one ([`super::bounded_http`]).
 pub async fn connect(
     config: &ServerConfig,
     handler: UpstreamClient,
@@ -121,7 +122,7 @@ pub async fn connect(
             });
             // One writer for rmcp and the raw path; answers to raw requests are taken out
             // before rmcp reads ([`super::raw`]).
-            let (raw, stdin, writer) = super::raw::RawLink::new(stdin);
+            let (raw, stdin, writer) = super::raw::RawLink::new(stdin, max_message_bytes);
             let stdout =
                 super::size_guard::SizeGuard::new(stdout, max_message_bytes).with_raw(raw.clone());
             let served = handler.serve((stdout, stdin)).await;
@@ -157,7 +158,11 @@ pub async fn connect(
             }
             let mut transport_config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
             transport_config.custom_headers = custom;
-            let transport = StreamableHttpClientTransport::from_config(transport_config);
+            transport_config.max_json_response_size = max_message_bytes;
+            transport_config.max_sse_event_size = max_message_bytes;
+            // Answers over the limit fail their call at once ([`super::bounded_http`]).
+            let client = super::bounded_http::BoundedHttp::new(max_message_bytes)?;
+            let transport = StreamableHttpClientTransport::with_client(client, transport_config);
             let service = handler
                 .serve(transport)
                 .await

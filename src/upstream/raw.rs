@@ -8,6 +8,13 @@
 //! ([`super::size_guard::SizeGuard`]) hands every answer to such an id to the waiting call as
 //! the line it was ([`RawLink::divert`]); everything else (lists, notifications, progress,
 //! the server's requests) goes on to rmcp as before.
+//!
+//! The queue to the child is bounded twice: [`QUEUE`] lines, and `max_message_bytes` bytes
+//! together, the line being written included (one larger line goes alone). A sender waits for
+//! room; a call's wait is bounded by its deadline (the pipeline's timeout drops it). A raw
+//! request whose call is gone (timed out, cancelled) before the writer reaches it is dropped
+//! unwritten, so that a server that stopped reading does not run, once it reads again, the
+//! calls that nobody waits for any more.
 
 mod call;
 
@@ -18,7 +25,7 @@ use std::{
     io,
     pin::Pin,
     sync::{
-        Arc, Mutex,
+        Arc, Mutex, Weak,
         atomic::{AtomicU64, AtomicUsize, Ordering},
     },
     task::{Context, Poll},
@@ -30,11 +37,12 @@ use serde_json::value::RawValue;
 use tokio::{
     io::{AsyncWrite, AsyncWriteExt},
     process::ChildStdin,
-    sync::{mpsc, oneshot},
+    sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot},
 };
-use tokio_util::sync::{CancellationToken, PollSender};
+use tokio_util::sync::{CancellationToken, PollSemaphore, PollSender};
 
 /// Lines waiting for the child's stdin (both senders together); a sender waits beyond that.
+/// Their bytes are bounded too (`max_message_bytes`, see the module doc).
 const QUEUE: usize = 1024;
 /// Small lines queued together are written with one `write` (under load, one wake-up of the
 /// child for several requests).
@@ -51,10 +59,26 @@ pub struct RawAnswer {
     pub error: Option<(usize, usize)>,
 }
 
+/// One line for the child, holding its room in the byte budget until it is written.
+struct Out {
+    line: Vec<u8>,
+    _room: OwnedSemaphorePermit,
+    /// The raw call it is the request of: dropped unwritten if that call is gone.
+    call: Option<u64>,
+}
+
+/// The byte budget's room for `line`: its length, or the whole budget for a longer line.
+fn room_for(line: &[u8], budget: usize) -> u32 {
+    u32::try_from(line.len().clamp(1, budget)).unwrap_or(u32::MAX)
+}
+
 /// The raw side of one stdio connection: its request ids, the calls waiting for answers and
 /// the queue to the child's stdin.
 pub struct RawLink {
-    queue: mpsc::Sender<Vec<u8>>,
+    queue: mpsc::Sender<Out>,
+    /// The byte budget of the queue (permits are bytes).
+    room: Arc<Semaphore>,
+    budget: usize,
     pending: Mutex<HashMap<u64, Pending>>,
     /// How many calls wait; read without the lock by the reader, which skips every line
     /// while nobody waits.
@@ -89,23 +113,36 @@ impl Drop for Waiting<'_> {
 
 impl RawLink {
     /// Takes the child's stdin: returns the link, rmcp's writer and the writer task's stop
-    /// (cancelled when the connection is stopped, which closes the child's stdin).
-    pub fn new(stdin: ChildStdin) -> (Arc<Self>, SharedStdin, CancellationToken) {
+    /// (cancelled when the connection is stopped, which closes the child's stdin). What waits
+    /// for stdin holds at most `max_bytes` (`max_message_bytes`).
+    pub fn new(stdin: ChildStdin, max_bytes: usize) -> (Arc<Self>, SharedStdin, CancellationToken) {
         let (queue, lines) = mpsc::channel(QUEUE);
         let stop = CancellationToken::new();
-        // Owned through `stop` (cancelled by the connection's stop and by rmcp's close) and
-        // ended by the queue closing when both senders are gone.
-        tokio::spawn(write_lines(stdin, lines, stop.clone()));
+        let budget = max_bytes.clamp(1, u32::MAX as usize);
+        let room = Arc::new(Semaphore::new(budget));
         let link = Arc::new(Self {
             queue: queue.clone(),
+            room: room.clone(),
+            budget,
             pending: Mutex::new(HashMap::new()),
             waiting: AtomicUsize::new(0),
             next: AtomicU64::new(1),
             closed: Default::default(),
         });
+        // Owned through `stop` (cancelled by the connection's stop and by rmcp's close) and
+        // ended by the queue closing when both senders are gone.
+        tokio::spawn(write_lines(
+            stdin,
+            lines,
+            Arc::downgrade(&link),
+            stop.clone(),
+        ));
         let shared = SharedStdin {
             line: Vec::new(),
             lines: std::collections::VecDeque::new(),
+            room: PollSemaphore::new(room),
+            reserved: None,
+            budget,
             queue: PollSender::new(queue),
             stop: stop.clone(),
         };
@@ -152,9 +189,29 @@ impl RawLink {
     }
 
     /// Queues one line (with its newline) for the child; waits while the queue is full.
+    /// `call`: the raw call it is the request of (dropped unwritten once that call is gone).
     /// Cancel-safe: a line is queued whole or not at all.
-    pub async fn send(&self, line: Vec<u8>) -> Result<(), ()> {
-        self.queue.send(line).await.map_err(|_| ())
+    pub async fn send(&self, line: Vec<u8>, call: Option<u64>) -> Result<(), ()> {
+        let room = self
+            .room
+            .clone()
+            .acquire_many_owned(room_for(&line, self.budget))
+            .await
+            .map_err(|_| ())?;
+        let out = Out {
+            line,
+            _room: room,
+            call,
+        };
+        self.queue.send(out).await.map_err(|_| ())
+    }
+
+    /// Whether raw call `id` still waits for its answer.
+    fn is_waiting(&self, id: u64) -> bool {
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(&id)
     }
 
     /// If `line` answers a raw request or is progress for one, hands it to its call (an
@@ -268,15 +325,32 @@ fn for_raw_call(line: &[u8]) -> Option<ForRawCall> {
     })
 }
 
+/// Whether `out` is still to be written: not the request of a raw call that is gone.
+fn still_wanted(out: &Out, link: &Weak<RawLink>) -> bool {
+    match (out.call, link.upgrade()) {
+        (Some(id), Some(link)) => {
+            let wanted = link.is_waiting(id);
+            if !wanted {
+                tracing::debug!(id, "a request whose call is gone was not written");
+            }
+            wanted
+        }
+        _ => true,
+    }
+}
+
 /// Writes queued lines to the child's stdin until stopped or both senders are gone;
 /// dropping stdin then closes it, which asks a stdio server to exit.
 async fn write_lines(
     mut stdin: ChildStdin,
-    mut lines: mpsc::Receiver<Vec<u8>>,
+    mut lines: mpsc::Receiver<Out>,
+    link: Weak<RawLink>,
     stop: CancellationToken,
 ) {
+    // The lines of the batch being written keep their room until it is written.
+    let mut held: Vec<Out> = Vec::new();
     loop {
-        let mut batch = tokio::select! {
+        let mut first = tokio::select! {
             line = lines.recv() => match line {
                 Some(line) => line,
                 None => break,
@@ -284,9 +358,18 @@ async fn write_lines(
             // The connection is being stopped.
             () = stop.cancelled() => break,
         };
+        if !still_wanted(&first, &link) {
+            continue;
+        }
+        let mut batch = std::mem::take(&mut first.line);
+        held.push(first);
         while batch.len() < COALESCE_BYTES {
             match lines.try_recv() {
-                Ok(line) => batch.extend_from_slice(&line),
+                Ok(out) if still_wanted(&out, &link) => {
+                    batch.extend_from_slice(&out.line);
+                    held.push(out);
+                }
+                Ok(_) => {}
                 Err(_) => break,
             }
         }
@@ -295,6 +378,7 @@ async fn write_lines(
             // A server that stopped reading holds the write; stopping must not wait for it.
             () = stop.cancelled() => break,
         };
+        held.clear();
         if let Err(error) = written {
             tracing::debug!(%error, "could not write to a stdio server");
             break;
@@ -308,22 +392,42 @@ pub struct SharedStdin {
     line: Vec<u8>,
     /// Whole lines not yet queued.
     lines: std::collections::VecDeque<Vec<u8>>,
-    queue: PollSender<Vec<u8>>,
+    /// The queue's byte budget, and the room taken for the first of `lines`.
+    room: PollSemaphore,
+    reserved: Option<OwnedSemaphorePermit>,
+    budget: usize,
+    queue: PollSender<Out>,
     stop: CancellationToken,
 }
 
 impl SharedStdin {
     fn poll_queue(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        while let Some(line) = self.lines.pop_front() {
+        while let Some(line) = self.lines.front() {
+            let room = match self.reserved.take() {
+                Some(room) => room,
+                None => match self.room.poll_acquire_many(cx, room_for(line, self.budget)) {
+                    Poll::Ready(Some(room)) => room,
+                    Poll::Ready(None) => return Poll::Ready(Err(closed())),
+                    Poll::Pending => return Poll::Pending,
+                },
+            };
             match self.queue.poll_reserve(cx) {
                 Poll::Ready(Ok(())) => {
-                    if self.queue.send_item(line).is_err() {
+                    let Some(line) = self.lines.pop_front() else {
+                        break;
+                    };
+                    let out = Out {
+                        line,
+                        _room: room,
+                        call: None,
+                    };
+                    if self.queue.send_item(out).is_err() {
                         return Poll::Ready(Err(closed()));
                     }
                 }
                 Poll::Ready(Err(_)) => return Poll::Ready(Err(closed())),
                 Poll::Pending => {
-                    self.lines.push_front(line);
+                    self.reserved = Some(room);
                     return Poll::Pending;
                 }
             }

@@ -147,7 +147,7 @@ fn error_line(over: &Oversized, limit: usize) -> Vec<u8> {
 
 /// The value of the top-level `"id"` key in a fragment of a JSON-RPC message: a number or a
 /// string, as JSON-RPC allows.
-fn find_id(fragment: &[u8]) -> Option<serde_json::Value> {
+pub(crate) fn find_id(fragment: &[u8]) -> Option<serde_json::Value> {
     let text = String::from_utf8_lossy(fragment);
     let mut rest = text.as_ref();
     while let Some(at) = rest.find("\"id\"") {

@@ -20,18 +20,25 @@ use serde_json::value::RawValue;
 
 use super::auth::Refusal;
 
-/// Largest POST body read (rmcp's own default).
+/// Largest POST body read (rmcp's own default), or `max_message_bytes` if that is smaller
+/// ([`body_cap`]).
 pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 
-/// Reads the whole body within `deadline` and [`MAX_BODY_BYTES`]: 408 or 413 otherwise,
-/// so a slow or endless body cannot hold a connection and a buffer forever.
-pub async fn read_body(body: Body, deadline: Duration) -> Result<Bytes, Refusal> {
-    let limited = Limited::new(body, MAX_BODY_BYTES);
+/// The cap on a POST body: 4 MiB, or `max_message_bytes` if smaller. A listener that many
+/// sessions share keeps its own smaller cap even when messages may be larger over stdio.
+pub fn body_cap(max_message_bytes: usize) -> usize {
+    MAX_BODY_BYTES.min(max_message_bytes)
+}
+
+/// Reads the whole body within `deadline` and `cap` bytes: 408 or 413 otherwise, so a slow
+/// or endless body cannot hold a connection and a buffer forever.
+pub async fn read_body(body: Body, deadline: Duration, cap: usize) -> Result<Bytes, Refusal> {
+    let limited = Limited::new(body, cap);
     match tokio::time::timeout(deadline, limited.collect()).await {
         Ok(Ok(collected)) => Ok(collected.to_bytes()),
         Ok(Err(error)) if error.is::<http_body_util::LengthLimitError>() => Err(Refusal::new(
             StatusCode::PAYLOAD_TOO_LARGE,
-            format!("the request body exceeds {MAX_BODY_BYTES} bytes"),
+            format!("the request body exceeds {cap} bytes"),
         )),
         Ok(Err(error)) => Err(Refusal::new(
             StatusCode::BAD_REQUEST,

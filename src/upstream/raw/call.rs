@@ -196,7 +196,7 @@ impl Upstream {
         let answer = tokio::select! {
             // Queued (or the connection is gone), then answered; progress relayed meanwhile.
             answer = async {
-                link.send(line).await.map_err(|()| self.closed_during_call())?;
+                link.send(line, Some(id)).await.map_err(|()| self.closed_during_call())?;
                 let answer = loop {
                     let progress = async {
                         match waiting.progress.as_mut() {
@@ -224,7 +224,7 @@ impl Upstream {
                 let notice = format!(
                     "{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{{\"requestId\":\"tg-{id}\",\"reason\":\"cancelled by the gateway's client\"}}}}\n"
                 );
-                if link.send(notice.into_bytes()).await.is_err() {
+                if link.send(notice.into_bytes(), None).await.is_err() {
                     tracing::debug!(server = %self.name, "could not forward cancel");
                 }
                 return Err(UpstreamError::Cancelled);

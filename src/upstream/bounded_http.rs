@@ -1,0 +1,251 @@
+//! The HTTP client of a streamable-HTTP upstream, with every answer bounded by `max_message_bytes`.
+//!
+//! rmcp's reqwest client already refuses a JSON body or an SSE event over its limits while
+//! reading it (never buffering more), but the call whose answer was refused learns it only as
+//! a transport error (JSON), or not at all (an SSE stream that ends: the call waits for its
+//! timeout). [`BoundedHttp`] gives rmcp's client `max_message_bytes` as both limits and turns
+//! either refusal into a JSON-RPC error answer to the request it was for, marked like the
+//! stdio side's ([`super::size_guard::TOO_LARGE_MARK`]), so the call fails at once with
+//! `MESSAGE_TOO_LARGE` and the session goes on. The size is not known (rmcp stops reading at
+//! the limit), so only the limit is named.
+
+use std::{collections::HashMap, sync::Arc};
+
+use futures::{StreamExt, stream::BoxStream};
+use http::{HeaderName, HeaderValue};
+use rmcp::{
+    model::{ClientJsonRpcMessage, ErrorData, RequestId, ServerJsonRpcMessage},
+    transport::streamable_http_client::{
+        SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+        StreamableHttpResponseLimits,
+    },
+};
+use sse_stream::Sse;
+
+use super::size_guard::TOO_LARGE_MARK;
+
+/// Redirects followed for one request (rmcp's number).
+const MAX_REDIRECTS: usize = 10;
+/// How rmcp's SSE reader says an event went over its limit (its error type is private).
+const EVENT_TOO_LARGE: &str = "SSE event exceeded the maximum size";
+
+/// rmcp's reqwest client, bounded by `limit` bytes per JSON body and per SSE event.
+#[derive(Clone)]
+pub struct BoundedHttp {
+    inner: reqwest::Client,
+    limit: usize,
+}
+
+impl BoundedHttp {
+    /// The client rmcp would build (no idle pooling, same-origin 307/308 redirects only),
+    /// bounded by `limit`.
+    pub fn new(limit: usize) -> Result<Self, String> {
+        let inner = reqwest::Client::builder()
+            // rmcp's choice: reusing a connection whose last body was not read to its end
+            // stalls ~40 ms on delayed ACKs.
+            .pool_max_idle_per_host(0)
+            .redirect(same_origin_redirects())
+            .build()
+            .map_err(|e| format!("could not set up the HTTP client: {e}"))?;
+        Ok(Self { inner, limit })
+    }
+
+    fn limits(&self, asked: StreamableHttpResponseLimits) -> StreamableHttpResponseLimits {
+        let mut limits = asked;
+        limits.max_json_response_size = self.limit;
+        limits.max_sse_event_size = self.limit;
+        limits
+    }
+}
+
+/// rmcp's redirect policy: only 307 and 308 keep the method and body, and only within the
+/// origin may the session id and custom headers follow; at most [`MAX_REDIRECTS`] hops.
+fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let keeps_body = matches!(
+            attempt.status(),
+            reqwest::StatusCode::TEMPORARY_REDIRECT | reqwest::StatusCode::PERMANENT_REDIRECT
+        );
+        let same_origin = attempt
+            .previous()
+            .first()
+            .is_some_and(|original| original.origin() == attempt.url().origin());
+        if !keeps_body || !same_origin {
+            attempt.stop()
+        } else if attempt.previous().len() > MAX_REDIRECTS {
+            attempt.error(format!("exceeded {MAX_REDIRECTS} redirects"))
+        } else {
+            attempt.follow()
+        }
+    })
+}
+
+/// The error answer standing in for `id`'s answer over `limit`.
+fn too_large(id: RequestId, limit: usize) -> ServerJsonRpcMessage {
+    tracing::warn!(
+        limit,
+        id = %id,
+        "an upstream answer over max_message_bytes was dropped"
+    );
+    let error = ErrorData::internal_error(
+        format!("the server's answer is over max_message_bytes ({limit})"),
+        Some(serde_json::json!({ TOO_LARGE_MARK: { "bytes": null, "limit": limit } })),
+    );
+    ServerJsonRpcMessage::error(error, Some(id))
+}
+
+fn is_event_too_large(error: &SseError) -> bool {
+    matches!(error, SseError::Body(inner) if inner.to_string().starts_with(EVENT_TOO_LARGE))
+}
+
+/// `stream` (the answer stream of request `id`), where an event over `limit` ends the stream
+/// with an error answer to `id` in its place.
+fn bounded_answers(
+    stream: BoxStream<'static, Result<Sse, SseError>>,
+    id: RequestId,
+    limit: usize,
+) -> BoxStream<'static, Result<Sse, SseError>> {
+    let mut id = Some(id);
+    stream
+        .scan(false, move |ended, item| {
+            if *ended {
+                return std::future::ready(None);
+            }
+            let item = match item {
+                Err(error) if is_event_too_large(&error) => {
+                    *ended = true;
+                    match id
+                        .take()
+                        .map(|id| serde_json::to_string(&too_large(id, limit)))
+                    {
+                        Some(Ok(data)) => Ok(Sse {
+                            data: Some(data),
+                            ..Sse::default()
+                        }),
+                        _ => Err(error),
+                    }
+                }
+                other => other,
+            };
+            std::future::ready(Some(item))
+        })
+        .boxed()
+}
+
+impl StreamableHttpClient for BoundedHttp {
+    type Error = reqwest::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        self.post_message_with_response_limits(
+            uri,
+            message,
+            session_id,
+            auth_header,
+            custom_headers,
+            StreamableHttpResponseLimits::default(),
+        )
+        .await
+    }
+
+    async fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        _max_sse_event_size: usize,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        self.post_message(uri, message, session_id, auth_header, custom_headers)
+            .await
+    }
+
+    async fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        limits: StreamableHttpResponseLimits,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        let id = match &message {
+            ClientJsonRpcMessage::Request(request) => Some(request.id.clone()),
+            _ => None,
+        };
+        let response = self
+            .inner
+            .post_message_with_response_limits(
+                uri,
+                message,
+                session_id,
+                auth_header,
+                custom_headers,
+                self.limits(limits),
+            )
+            .await;
+        match (response, id) {
+            (Err(StreamableHttpError::ResponseBodyTooLarge { .. }), Some(id)) => Ok(
+                StreamableHttpPostResponse::Json(too_large(id, self.limit), None),
+            ),
+            (Ok(StreamableHttpPostResponse::Sse(stream, session)), Some(id)) => Ok(
+                StreamableHttpPostResponse::Sse(bounded_answers(stream, id, self.limit), session),
+            ),
+            (response, _) => response,
+        }
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<(), StreamableHttpError<Self::Error>> {
+        self.inner
+            .delete_session(uri, session_id, auth_header, custom_headers)
+            .await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Self::Error>> {
+        // The server's own stream (notifications, its requests): an event over the limit
+        // ends it, as rmcp does; nobody's call waits on it.
+        self.inner
+            .get_stream_with_max_sse_event_size(
+                uri,
+                session_id,
+                last_event_id,
+                auth_header,
+                custom_headers,
+                self.limit,
+            )
+            .await
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        _max_sse_event_size: usize,
+    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Self::Error>> {
+        self.get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
+            .await
+    }
+}
