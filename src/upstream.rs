@@ -10,6 +10,8 @@
 mod client;
 mod connect;
 mod flood;
+mod http_lists;
+mod lists;
 mod passthrough;
 mod progress;
 pub mod raw;
@@ -48,8 +50,13 @@ pub use progress::ProgressRoutes;
 /// What the registry's owner learns from the upstreams.
 #[derive(Debug)]
 pub enum UpstreamEvent {
-    /// `server` now exports exactly `tools`.
-    Tools { server: ServerId, tools: Vec<Tool> },
+    /// `server` now exports exactly `tools`; `extras` is what it listed for them that
+    /// [`Tool`] cannot hold, by tool name ([`crate::registry::extra`]).
+    Tools {
+        server: ServerId,
+        tools: Vec<Tool>,
+        extras: crate::registry::extra::Extras,
+    },
     /// `server` now offers exactly these prompts, resources and templates.
     Offer { server: ServerId, offer: Offer },
     /// `server` went away (died, hung, or failed to start): its tools and offer are
@@ -488,8 +495,12 @@ impl Upstreams {
     }
 }
 
-async fn import_tools(peer: &Peer<RoleClient>) -> Result<Vec<Tool>, rmcp::service::ServiceError> {
-    peer.list_all_tools().await
+/// The server's tools, with their extras when it has a raw path.
+async fn import_tools(
+    peer: &Peer<RoleClient>,
+    source: &lists::JsonLists,
+) -> Result<lists::Listed<Tool>, String> {
+    lists::list(&lists::TOOLS, source, peer.list_all_tools()).await
 }
 
 /// The running client of one server: kept so the supervisor can watch and stop it.

@@ -43,6 +43,8 @@ pub struct Connection {
     peer: Peer<RoleClient>,
     /// The raw path for `tools/call` (stdio servers only).
     raw: Option<Arc<super::raw::RawLink>>,
+    /// List pages as JSON beside rmcp's client (HTTP servers only).
+    http_lists: Option<Arc<super::http_lists::HttpLists>>,
     cancel: Option<RunningServiceCancellationToken>,
     done: Option<Done>,
     process: Process,
@@ -55,6 +57,15 @@ impl Connection {
 
     pub fn raw(&self) -> Option<&Arc<super::raw::RawLink>> {
         self.raw.as_ref()
+    }
+
+    /// Where this server's lists are read as JSON, with every field.
+    pub fn json_lists(&self) -> super::lists::JsonLists {
+        match (&self.raw, &self.http_lists) {
+            (Some(raw), _) => super::lists::JsonLists::Stdio(raw.clone()),
+            (None, Some(http)) => super::lists::JsonLists::Http(http.clone()),
+            (None, None) => super::lists::JsonLists::None,
+        }
     }
 
     /// Resolves when the connection ends by itself (child exited, session lost).
@@ -157,17 +168,21 @@ pub async fn connect(
             }
             let mut transport_config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
             transport_config.custom_headers = custom;
-            let transport = StreamableHttpClientTransport::from_config(transport_config);
+            // rmcp's client, and beside it the reader of list pages as JSON.
+            let (client, lists) = super::http_lists::tap(max_message_bytes)?;
+            let transport = StreamableHttpClientTransport::with_client(client, transport_config);
             let service = handler
                 .serve(transport)
                 .await
                 .map_err(|e| format!("MCP handshake with {url} failed: {e}"))?;
-            Ok(Process {
+            let mut connection = Process {
                 child: None,
                 stderr: None,
                 writer: None,
             }
-            .into_connection(service))
+            .into_connection(service);
+            connection.http_lists = Some(lists);
+            Ok(connection)
         }
     }
 }
@@ -187,6 +202,7 @@ impl Process {
         Connection {
             peer,
             raw: None,
+            http_lists: None,
             cancel: Some(cancel),
             done: Some(Box::pin(service.waiting())),
             process: self,
