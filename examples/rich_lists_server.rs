@@ -4,6 +4,9 @@
 //! `annotations` (with an unknown key), `_meta`, unknown top-level keys, and on tools
 //! `execution: {"taskSupport": ...}` (2025-11-25 tasks) and an `outputSchema`.
 //!
+//! With `RICH_PAGE_SIZE=N` in its environment it answers the lists in pages of `N` items,
+//! with `nextCursor`.
+//!
 //! It answers `initialize`, `ping`, the four lists, `tools/call` (its `echo` tool echoes
 //! `text`), `prompts/get` and `resources/read` minimally; anything else is `-32601`. Over
 //! HTTP it prints `rich-lists-server: listening on http://ADDR/mcp` to stderr once it
@@ -105,6 +108,31 @@ fn templates() -> Value {
     ])
 }
 
+/// One page of a list: all of it, or `RICH_PAGE_SIZE` items from the `cursor` (an index)
+/// with the next index as `nextCursor` while items remain.
+fn page(field: &str, items: Value, params: &Value) -> Value {
+    let items = items.as_array().cloned().unwrap_or_default();
+    let size = std::env::var("RICH_PAGE_SIZE")
+        .ok()
+        .and_then(|s| s.parse::<usize>().ok())
+        .filter(|size| *size > 0);
+    let Some(size) = size else {
+        return json!({ field: items });
+    };
+    let start = params
+        .get("cursor")
+        .and_then(Value::as_str)
+        .and_then(|c| c.parse::<usize>().ok())
+        .unwrap_or(0)
+        .min(items.len());
+    let end = (start + size).min(items.len());
+    let mut result = json!({ field: items[start..end].to_vec() });
+    if end < items.len() {
+        result["nextCursor"] = json!(end.to_string());
+    }
+    result
+}
+
 /// The answer to one request (`None` for a notification).
 fn answer(message: &Value) -> Option<Value> {
     let id = message.get("id")?.clone();
@@ -123,10 +151,10 @@ fn answer(message: &Value) -> Option<Value> {
             })
         }
         "ping" => json!({}),
-        "tools/list" => json!({"tools": tools()}),
-        "prompts/list" => json!({"prompts": prompts()}),
-        "resources/list" => json!({"resources": resources()}),
-        "resources/templates/list" => json!({"resourceTemplates": templates()}),
+        "tools/list" => page("tools", tools(), &params),
+        "prompts/list" => page("prompts", prompts(), &params),
+        "resources/list" => page("resources", resources(), &params),
+        "resources/templates/list" => page("resourceTemplates", templates(), &params),
         "tools/call" => {
             let text = params
                 .pointer("/arguments/text")

@@ -497,10 +497,11 @@ impl Upstreams {
 
 /// The server's tools, with their extras when it has a raw path.
 async fn import_tools(
+    server: &ServerId,
     peer: &Peer<RoleClient>,
     source: &lists::JsonLists,
 ) -> Result<lists::Listed<Tool>, String> {
-    lists::list(&lists::TOOLS, source, peer.list_all_tools()).await
+    lists::list(server, &lists::TOOLS, source, peer.list_all_tools()).await
 }
 
 /// The running client of one server: kept so the supervisor can watch and stop it.

@@ -6,7 +6,9 @@
 //! straight from it over the wire, then through toolgate, and compares item by item, field
 //! by field: with the fixture as a stdio upstream and as an HTTP upstream (answering as SSE,
 //! and as JSON), over toolgate's stdio and HTTP endpoints, for a 2025-11-25 client
-//! (`initialize`) and a 2026-07-28 client (`server/discover`, per-request `_meta`).
+//! (`initialize`) and a 2026-07-28 client (`server/discover`, per-request `_meta`). Behind
+//! toolgate the fixture answers in pages of one item (`RICH_PAGE_SIZE=1`), so every list is
+//! read page by page; read directly it answers whole.
 
 mod common;
 
@@ -152,10 +154,17 @@ async fn direct_stdio() -> Vec<Map<String, Value>> {
     lists
 }
 
-/// The fixture over HTTP (`--json`: JSON answers, else SSE); its URL.
-async fn http_fixture(json_answers: bool) -> (tokio::process::Child, String) {
+/// The fixture over HTTP (`--json`: JSON answers, else SSE), answering lists in pages of
+/// `page_size` items when given; its URL.
+async fn http_fixture(
+    json_answers: bool,
+    page_size: Option<&str>,
+) -> (tokio::process::Child, String) {
     let mut command = tokio::process::Command::new(example("rich_lists_server"));
     command.args(["--http", "127.0.0.1:0"]);
+    if let Some(size) = page_size {
+        command.env("RICH_PAGE_SIZE", size);
+    }
     if json_answers {
         command.arg("--json");
     }
@@ -353,16 +362,24 @@ async fn check_both_doors(label: &str, work: &Workdir, direct: &[Map<String, Val
 async fn a_stdio_upstreams_lists_reach_clients_whole() {
     let direct = direct_stdio().await;
     assert_rich(&direct);
-    let work = Workdir::new(&server_toml("rich", "rich_lists_server", &[]));
+    let work = Workdir::new(&server_toml(
+        "rich",
+        "rich_lists_server",
+        &[("RICH_PAGE_SIZE", "1")],
+    ));
     check_both_doors("stdio upstream", &work, &direct).await;
 }
 
 #[tokio::test]
 async fn an_http_upstreams_lists_reach_clients_whole_over_sse_and_json() {
     for json_answers in [false, true] {
-        let (_fixture, url) = http_fixture(json_answers).await;
-        let direct = direct_http(&url).await;
+        let (_whole, whole_url) = http_fixture(json_answers, None).await;
+        let direct = direct_http(&whole_url).await;
         assert_rich(&direct);
+        let (_paged, url) = http_fixture(json_answers, Some("1")).await;
+        let first_page = direct_http(&url).await;
+        assert_eq!(first_page[0]["tools"].as_array().map(Vec::len), Some(1));
+        assert_eq!(first_page[0]["nextCursor"], "1");
         let work = Workdir::new(&format!("[servers.rich]\nurl = {}\n", toml_string(&url)));
         let label = if json_answers {
             "HTTP upstream (JSON)"

@@ -58,6 +58,7 @@ pub(super) const TEMPLATES: Kind<rmcp::model::ResourceTemplate> = Kind {
 /// The whole list, read as JSON from `source`; with no JSON source, `typed` (rmcp's
 /// `list_all_*`, without extras).
 pub(super) async fn list<T, F>(
+    server: &crate::config::ServerId,
     kind: &Kind<T>,
     source: &JsonLists,
     typed: F,
@@ -74,7 +75,23 @@ where
                 extras: Extras::new(),
             })
             .map_err(|error| error.to_string()),
-        source => list_json(kind, source).await,
+        source => match list_json(kind, source).await {
+            Ok(listed) => Ok(listed),
+            // What rmcp can read is still served, without the fields it drops.
+            Err(reason) => {
+                tracing::warn!(
+                    %server,
+                    "{reason}; listing through the MCP client instead, without the fields it does not know"
+                );
+                typed
+                    .await
+                    .map(|items| Listed {
+                        items,
+                        extras: Extras::new(),
+                    })
+                    .map_err(|error| error.to_string())
+            }
+        },
     }
 }
 

@@ -35,7 +35,7 @@ pub(super) async fn import_offer(
         ..Offer::default()
     };
     if features.prompts {
-        match lists::list(&lists::PROMPTS, source, peer.list_all_prompts()).await {
+        match lists::list(server, &lists::PROMPTS, source, peer.list_all_prompts()).await {
             Ok(prompts) => {
                 offer.prompts = prompts.items;
                 offer.extras.prompts = prompts.extras;
@@ -46,7 +46,7 @@ pub(super) async fn import_offer(
         }
     }
     if features.resources {
-        match lists::list(&lists::RESOURCES, source, peer.list_all_resources()).await {
+        match lists::list(server, &lists::RESOURCES, source, peer.list_all_resources()).await {
             Ok(resources) => {
                 offer.resources = resources.items;
                 offer.extras.resources = resources.extras;
@@ -56,6 +56,7 @@ pub(super) async fn import_offer(
             }
         }
         match lists::list(
+            server,
             &lists::TEMPLATES,
             source,
             peer.list_all_resource_templates(),

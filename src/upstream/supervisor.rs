@@ -117,7 +117,7 @@ impl Supervisor {
         let starting = async {
             let mut connection =
                 connect::connect(&self.config, handler, self.settings.max_message_bytes).await?;
-            match import_tools(connection.peer(), &connection.json_lists()).await {
+            match import_tools(&upstream.name, connection.peer(), &connection.json_lists()).await {
                 Ok(tools) => Ok((connection, tools)),
                 Err(reason) => {
                     let reason = connection
@@ -183,7 +183,7 @@ impl Supervisor {
                     }
                 }
                 // The server said its tools changed: import them again, whole.
-                () = changes.tools.notified() => match self.bounded(import_tools(&peer, &lists)).await {
+                () = changes.tools.notified() => match self.bounded(import_tools(name, &peer, &lists)).await {
                     Some(Ok(tools)) => {
                         tracing::info!(server = %name, tools = tools.items.len(), "tool list changed");
                         self.upstream.set_state(ServerState::Ready { tools: tools.items.len() });
