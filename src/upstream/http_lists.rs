@@ -270,13 +270,16 @@ impl HttpLists {
             .is_some_and(|v| v.starts_with("text/event-stream"));
         let mut body = Vec::new();
         let mut events = SseEvents::default();
+        // Everything read, events included, counts against the bound.
+        let mut read = 0usize;
         loop {
             let chunk = response
                 .chunk()
                 .await
                 .map_err(|e| format!("{method}: {e}"))?;
             let Some(chunk) = chunk else { break };
-            if body.len() + chunk.len() > self.max_bytes {
+            read = read.saturating_add(chunk.len());
+            if read > self.max_bytes {
                 return Err(format!(
                     "{method}: the answer is over {} bytes",
                     self.max_bytes
