@@ -10,6 +10,7 @@
 // toolgate serves them to the clients that send them.
 #![allow(deprecated)]
 
+pub mod faithful;
 pub mod fast;
 pub mod guard;
 pub mod http;
@@ -301,6 +302,22 @@ impl ServerHandler for GatewayService {
     ) -> Result<(), McpError> {
         self.settled().await?;
         self.level(request.level, context).await
+    }
+
+    /// The four lists, renamed by the fronts ([`faithful`]), answered with every field.
+    async fn on_custom_request(
+        &self,
+        request: rmcp::model::CustomRequest,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CustomResult, McpError> {
+        match self.faithful_list(&request.method, &context).await {
+            Some(answer) => answer.map(rmcp::model::CustomResult),
+            None => Err(McpError::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                request.method,
+                None,
+            )),
+        }
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {

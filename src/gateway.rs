@@ -331,7 +331,11 @@ fn apply(
     event: UpstreamEvent,
 ) -> Option<crate::config::ServerId> {
     match event {
-        UpstreamEvent::Tools { server, tools } => {
+        UpstreamEvent::Tools {
+            server,
+            tools,
+            mut extras,
+        } => {
             let (mut tools, withheld) = match pins {
                 Some(pins) => {
                     let applied = pins.apply(&server, tools);
@@ -340,9 +344,13 @@ fn apply(
                 None => (tools, false),
             };
             clean::tools(&server, &mut tools);
-            let (tools, warnings) = validate::import(&server, tools, limits);
+            let (mut tools, warnings) = validate::import(&server, tools, limits);
             for warning in warnings {
                 tracing::warn!("{warning}");
+            }
+            // Pinning and cleaning keep each tool's upstream name: its extra joins it here.
+            for imported in &mut tools {
+                imported.extra = extras.remove(imported.tool.name.as_ref());
             }
             registry.replace(&server, tools);
             withheld.then_some(server)

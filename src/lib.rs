@@ -17,7 +17,9 @@
 //!   masked by profile restrictions ([`registry::restrict`]) into one immutable
 //!   [`registry::View`] per profile, with `run_code` in `code`/`both` mode. Each entry
 //!   carries its call policy (compiled validators, timeout, retry). Prompts, resources and
-//!   templates are named, layered and masked the same way ([`registry::passthrough`]).
+//!   templates are named, layered and masked the same way ([`registry::passthrough`]). Every
+//!   entry keeps what its upstream listed that rmcp's typed item cannot hold
+//!   ([`registry::extra`]), merged back into the lists clients get.
 //! - [`relay`]: which client session gets what an upstream sends unasked: log messages,
 //!   resource updates, and its sampling / elicitation / roots requests.
 //! - [`gateway`]: owns the registry, applies upstream events (pinning, then cleaning, then
@@ -39,7 +41,8 @@
 //!   (`SHUTTING_DOWN`), calls in flight finish within `drain_grace_ms`, the rest are cancelled.
 //! - [`downstream`]: the rmcp `ServerHandler` clients talk to, bound to a profile, over stdio
 //!   or HTTP (`/mcp`, `/mcp/{profile}`, bearer tokens, `/metrics`); prompts, resources,
-//!   completion and logging level are answered from the view and forwarded to their server.
+//!   completion and logging level are answered from the view and forwarded to their server;
+//!   the four lists are answered as JSON with every upstream field ([`downstream::faithful`]).
 //! - [`import`]: `toolgate import`: a client's MCP config (Claude Desktop, Cursor, VS Code,
 //!   Windsurf) → `servers.toml`, secrets moved to `${VAR}`s; the snippet for the client.
 //! - [`error`]: stable error codes and their single mapping to JSON-RPC / `isError` results.

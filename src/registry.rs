@@ -6,6 +6,7 @@
 //! disagree. A profile's view is the global layer masked by the restrictions of every
 //! profile in its `extends` chain ([`restrict`]).
 
+pub mod extra;
 mod layers;
 pub mod names;
 pub mod passthrough;
@@ -83,6 +84,8 @@ impl PartialEq for CallPolicy {
 pub struct Imported {
     pub tool: Tool,
     pub policy: Arc<CallPolicy>,
+    /// What the upstream listed that `tool` cannot hold ([`extra`]).
+    pub extra: extra::Extra,
 }
 
 impl From<Tool> for Imported {
@@ -91,6 +94,7 @@ impl From<Tool> for Imported {
         Self {
             tool,
             policy: Arc::default(),
+            extra: None,
         }
     }
 }
@@ -117,6 +121,8 @@ pub struct ToolEntry {
     pub upstream_name: String,
     /// The tool as listed downstream: the upstream's definition with `name` = `exposed`.
     pub tool: Tool,
+    /// What the upstream listed that `tool` cannot hold: merged back into `tools/list`.
+    pub extra: extra::Extra,
     /// Hash of the definition (serialized once, when imported) and of `exposed`: views
     /// combine these to notice a change without serializing anything.
     pub fingerprint: u64,
@@ -182,16 +188,16 @@ impl View {
 
     /// The `tools/list` answer: in `code` mode only `run_code`.
     pub fn tools(&self) -> &Arc<Vec<Tool>> {
-        self.listed.get_or_init(|| {
-            let code_only = self.mode == Mode::Code;
-            Arc::new(
-                self.entries
-                    .iter()
-                    .filter(|e| !code_only || e.target == Target::RunCode)
-                    .map(|e| e.tool.clone())
-                    .collect(),
-            )
-        })
+        self.listed
+            .get_or_init(|| Arc::new(self.listed_entries().map(|e| e.tool.clone()).collect()))
+    }
+
+    /// The entries `tools/list` shows, in its order.
+    pub fn listed_entries(&self) -> impl Iterator<Item = &Arc<ToolEntry>> {
+        let code_only = self.mode == Mode::Code;
+        self.entries
+            .iter()
+            .filter(move |e| !code_only || e.target == Target::RunCode)
     }
 
     /// What `tools/list` shows under `name`, if anything (hidden in `code` mode: upstream tools).

@@ -11,6 +11,8 @@ mod bounded_http;
 mod client;
 mod connect;
 mod flood;
+mod http_lists;
+mod lists;
 mod passthrough;
 mod progress;
 pub mod raw;
@@ -50,8 +52,13 @@ pub(crate) use size_guard::find_id;
 /// What the registry's owner learns from the upstreams.
 #[derive(Debug)]
 pub enum UpstreamEvent {
-    /// `server` now exports exactly `tools`.
-    Tools { server: ServerId, tools: Vec<Tool> },
+    /// `server` now exports exactly `tools`; `extras` is what it listed for them that
+    /// [`Tool`] cannot hold, by tool name ([`crate::registry::extra`]).
+    Tools {
+        server: ServerId,
+        tools: Vec<Tool>,
+        extras: crate::registry::extra::Extras,
+    },
     /// `server` now offers exactly these prompts, resources and templates.
     Offer { server: ServerId, offer: Offer },
     /// `server` went away (died, hung, or failed to start): its tools and offer are
@@ -493,8 +500,13 @@ impl Upstreams {
     }
 }
 
-async fn import_tools(peer: &Peer<RoleClient>) -> Result<Vec<Tool>, rmcp::service::ServiceError> {
-    peer.list_all_tools().await
+/// The server's tools, with their extras when it has a raw path.
+async fn import_tools(
+    server: &ServerId,
+    peer: &Peer<RoleClient>,
+    source: &lists::JsonLists,
+) -> Result<lists::Listed<Tool>, String> {
+    lists::list(server, &lists::TOOLS, source, peer.list_all_tools()).await
 }
 
 /// The running client of one server: kept so the supervisor can watch and stop it.

@@ -67,6 +67,8 @@ use crate::{config::ProfileName, gateway::Gateway};
 
 type Endpoint = StreamableHttpService<GatewayService, CappedSessions>;
 
+/// The header naming a request's method (2026-07-28), checked by rmcp against the body.
+const MCP_METHOD_HEADER: &str = "mcp-method";
 /// The header naming a request's MCP session.
 const SESSION_HEADER: &str = "mcp-session-id";
 /// How long a client refused for the session cap is told to wait.
@@ -127,16 +129,32 @@ impl Front {
             }
             return response;
         }
-        let (parts, body) = request.into_parts();
-        let bytes = match read_body(body, self.body_timeout, self.body_cap).await {
+        let (mut parts, body) = request.into_parts();
+        let mut bytes = match read_body(body, self.body_timeout, self.body_cap).await {
             Ok(bytes) => bytes,
             Err(refusal) => return refusal.into_response(),
         };
+        let envelope = Envelope::peek(&bytes);
+        // The four lists go to the handler under private names, to be answered with every
+        // field the upstreams gave ([`super::faithful`]).
+        if let Some(method) = envelope.as_ref().and_then(|e| e.method.as_deref())
+            && let Some(private) = super::faithful::private_method(method)
+            && let Some(renamed) = super::faithful::divert(&bytes)
+        {
+            bytes = renamed.into();
+            // A matching `Mcp-Method` follows the body (a mismatching one is left for rmcp
+            // to refuse).
+            if parts.headers.get(MCP_METHOD_HEADER).map(|v| v.as_bytes()) == Some(method.as_bytes())
+            {
+                parts
+                    .headers
+                    .insert(MCP_METHOD_HEADER, HeaderValue::from_static(private));
+            }
+        }
         let session = parts
             .headers
             .get(SESSION_HEADER)
             .and_then(|v| v.to_str().ok());
-        let envelope = Envelope::peek(&bytes);
         let mut claim = None;
         let mut answering = None;
         let mut reservation = None;

@@ -356,13 +356,15 @@ where
         let decoded = if skipped {
             Err(None)
         } else {
-            serde_json::from_slice(line).map_err(|error| {
-                let refused = refusal(line, Some(&error));
-                if refused.is_none() {
-                    tracing::debug!(%error, "dropped a notification that is not a valid MCP notification");
-                }
-                refused
-            })
+            serde_json::from_slice(line)
+                .map(|message| faithful_list(message, line))
+                .map_err(|error| {
+                    let refused = refusal(line, Some(&error));
+                    if refused.is_none() {
+                        tracing::debug!(%error, "dropped a notification that is not a valid MCP notification");
+                    }
+                    refused
+                })
         };
         self.line.clear();
         self.line.shrink_to(KEPT_LINE_CAPACITY);
@@ -371,6 +373,31 @@ where
 }
 
 type Refused = (Option<RequestId>, ErrorData);
+
+/// A list request read again under its private name, so that the handler answers it with
+/// every field the upstreams gave ([`super::faithful`]); any other message as it was.
+fn faithful_list(
+    message: RxJsonRpcMessage<RoleServer>,
+    line: &[u8],
+) -> RxJsonRpcMessage<RoleServer> {
+    use rmcp::model::ClientRequest as R;
+    let is_list = matches!(
+        &message,
+        JsonRpcMessage::Request(request) if matches!(
+            request.request,
+            R::ListToolsRequest(_)
+                | R::ListPromptsRequest(_)
+                | R::ListResourcesRequest(_)
+                | R::ListResourceTemplatesRequest(_)
+        )
+    );
+    if !is_list {
+        return message;
+    }
+    super::faithful::divert(line)
+        .and_then(|renamed| serde_json::from_slice(&renamed).ok())
+        .unwrap_or(message)
+}
 
 impl<R, W> Transport<RoleServer> for Lines<R, W>
 where

@@ -39,7 +39,11 @@ impl GatewayService {
 
     /// `-32601` for a method of a feature no server of this profile declared (and so
     /// toolgate did not advertise), as for any server without it.
-    fn offered(&self, method: &str, feature: impl Fn(Features) -> bool) -> Result<(), McpError> {
+    pub(super) fn offered(
+        &self,
+        method: &str,
+        feature: impl Fn(Features) -> bool,
+    ) -> Result<(), McpError> {
         if feature(self.view().offers().features()) {
             Ok(())
         } else {

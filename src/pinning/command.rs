@@ -162,7 +162,7 @@ pub async fn collect(config: &Config) -> Collected {
     let mut pending = config.servers.len();
     while pending > 0 {
         match events.recv().await {
-            Some(UpstreamEvent::Tools { server, tools }) => {
+            Some(UpstreamEvent::Tools { server, tools, .. }) => {
                 collected.tools.insert(server.to_string(), tools);
             }
             Some(UpstreamEvent::Started { .. }) => pending -= 1,

@@ -62,6 +62,7 @@ mod tests {
             server: ServerId::global(ServerName::parse("s").unwrap()),
             upstream_name: "t".into(),
             tool: Tool::new("s__t", "t", std::sync::Arc::new(schema)),
+            extra: None,
             fingerprint: 0,
             policy: Default::default(),
             target: crate::registry::Target::Upstream,

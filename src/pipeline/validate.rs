@@ -52,6 +52,7 @@ pub fn import(
             Imported {
                 tool,
                 policy: Arc::new(policy),
+                extra: None,
             }
         })
         .collect();
@@ -130,12 +131,13 @@ mod tests {
     /// Imports `tool` and makes its entry: (entry, warnings).
     fn entry(tool: Tool) -> (ToolEntry, Vec<String>) {
         let (mut imported, warnings) = import(&server(), vec![tool], &Limits::default());
-        let Imported { tool, policy } = imported.remove(0);
+        let Imported { tool, policy, .. } = imported.remove(0);
         let entry = ToolEntry {
             exposed: "s__t".into(),
             server: server(),
             upstream_name: "t".into(),
             tool,
+            extra: None,
             fingerprint: 0,
             policy,
             target: crate::registry::Target::Upstream,

@@ -27,7 +27,12 @@ pub(super) struct Slot {
 impl Slot {
     pub(super) fn new(imported: Imported) -> Self {
         Self {
-            hash: fingerprint(&imported.tool),
+            hash: {
+                let mut hasher = std::collections::hash_map::DefaultHasher::new();
+                hasher.write_u64(fingerprint(&imported.tool));
+                super::extra::hash_extra(&imported.extra, &mut hasher);
+                hasher.finish()
+            },
             imported,
             entry: None,
         }
@@ -49,6 +54,7 @@ impl Slot {
             server: server.clone(),
             upstream_name: tool.name.to_string(),
             tool: shown,
+            extra: self.imported.extra.clone(),
             policy: self.imported.policy.clone(),
             target: Target::Upstream,
         });

@@ -20,6 +20,7 @@ use std::{
 
 use rmcp::model::{Prompt, Resource, ResourceTemplate};
 
+use super::extra::{Extra, Extras};
 use crate::config::{PrefixPolicy, ProfileName, ServerId};
 
 /// Joins a server's name to a URI it exports.
@@ -32,6 +33,17 @@ pub struct Offer {
     pub resources: Vec<Resource>,
     pub templates: Vec<ResourceTemplate>,
     pub features: Features,
+    /// What the upstream listed that the typed items cannot hold ([`super::extra`]).
+    pub extras: OfferExtras,
+}
+
+/// The extras of one server's prompts (by name), resources (by URI) and templates (by URI
+/// template), as the upstream names them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OfferExtras {
+    pub prompts: Extras,
+    pub resources: Extras,
+    pub templates: Extras,
 }
 
 /// The server capabilities toolgate relays, as one upstream declared them.
@@ -77,6 +89,8 @@ pub struct Named<T> {
     pub upstream: String,
     /// As listed downstream: the upstream's item with the exposed name or URI.
     pub item: T,
+    /// What the upstream listed that `item` cannot hold: merged back into the list.
+    pub extra: Extra,
 }
 
 /// A server whose offer a profile sees, and how its URIs are written for that profile.
@@ -100,7 +114,7 @@ pub fn name_layer(policy: PrefixPolicy, offers: &[(&ServerId, &Offer)]) -> Layer
     let prompts = name_all(
         policy,
         offers,
-        |offer| &offer.prompts,
+        |offer| (&offer.prompts, &offer.extras.prompts),
         |p| p.name.as_str(),
         |server, name| format!("{}{}{name}", server.name, super::names::SEPARATOR),
         |p, exposed| p.name = exposed.to_owned(),
@@ -108,7 +122,7 @@ pub fn name_layer(policy: PrefixPolicy, offers: &[(&ServerId, &Offer)]) -> Layer
     let resources = name_all(
         policy,
         offers,
-        |offer| &offer.resources,
+        |offer| (&offer.resources, &offer.extras.resources),
         |r| r.uri.as_str(),
         prefixed_uri,
         |r, exposed| r.uri = exposed.to_owned(),
@@ -116,7 +130,7 @@ pub fn name_layer(policy: PrefixPolicy, offers: &[(&ServerId, &Offer)]) -> Layer
     let templates = name_all(
         policy,
         offers,
-        |offer| &offer.templates,
+        |offer| (&offer.templates, &offer.extras.templates),
         |t| t.uri_template.as_str(),
         prefixed_uri,
         |t, exposed| t.uri_template = exposed.to_owned(),
@@ -153,14 +167,14 @@ pub fn split_uri(exposed: &str) -> Option<(&str, &str)> {
 fn name_all<T: Clone>(
     policy: PrefixPolicy,
     offers: &[(&ServerId, &Offer)],
-    items: impl Fn(&Offer) -> &Vec<T>,
+    items: impl Fn(&Offer) -> (&Vec<T>, &Extras),
     key: impl Fn(&T) -> &str,
     prefix: impl Fn(&ServerId, &str) -> String,
     rename: impl Fn(&mut T, &str),
 ) -> Vec<Arc<Named<T>>> {
     let mut servers_per_key: HashMap<&str, usize> = HashMap::new();
     for (_, offer) in offers {
-        let mut own: Vec<&str> = items(offer).iter().map(&key).collect();
+        let mut own: Vec<&str> = items(offer).0.iter().map(&key).collect();
         own.sort_unstable();
         own.dedup();
         for k in own {
@@ -170,7 +184,8 @@ fn name_all<T: Clone>(
     let mut taken: BTreeMap<String, ()> = BTreeMap::new();
     let mut named = Vec::new();
     for (server, offer) in offers {
-        for item in items(offer) {
+        let (list, extras) = items(offer);
+        for item in list {
             let upstream = key(item);
             let prefixed = match policy {
                 PrefixPolicy::Always => true,
@@ -193,6 +208,7 @@ fn name_all<T: Clone>(
                 server: (*server).clone(),
                 upstream: upstream.to_owned(),
                 item: shown,
+                extra: extras.get(upstream).cloned(),
             }));
         }
     }
@@ -382,6 +398,7 @@ fn fingerprint<T: serde::Serialize>(items: &[Arc<Named<T>>]) -> u64 {
         serde_json::to_string(&named.item)
             .unwrap_or_default()
             .hash(&mut hasher);
+        super::extra::hash_extra(&named.extra, &mut hasher);
     }
     hasher.finish()
 }
@@ -463,6 +480,7 @@ mod tests {
                 prompts: true,
                 ..Features::default()
             },
+            extras: Default::default(),
         }
     }
 

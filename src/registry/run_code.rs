@@ -65,6 +65,7 @@ pub(super) fn run_code_entry(
         upstream_name: RUN_CODE.to_owned(),
         fingerprint: fingerprint(&tool),
         tool,
+        extra: None,
         policy: Arc::new(CallPolicy {
             input,
             output: None,

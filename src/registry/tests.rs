@@ -328,6 +328,7 @@ fn a_view_keeps_the_call_policy_it_was_built_with() {
         vec![Imported {
             tool: tool("a"),
             policy: first.clone(),
+            extra: None,
         }],
     );
     let old = view(&registry);
@@ -339,6 +340,7 @@ fn a_view_keeps_the_call_policy_it_was_built_with() {
                 timeout_ms: 2_000,
                 ..CallPolicy::default()
             }),
+            extra: None,
         }],
     );
     let new = view(&registry);
@@ -479,4 +481,43 @@ fn run_code_is_made_again_only_for_views_whose_tools_changed() {
             .contains("shout")
     );
     assert_ne!(made.fingerprint, before.fingerprint);
+}
+
+#[test]
+fn extras_travel_with_their_items_and_a_change_in_them_is_a_change() {
+    let extra = |value: serde_json::Value| match value {
+        serde_json::Value::Object(map) => Some(Arc::new(map)),
+        _ => None,
+    };
+    let mut registry = Registry::new(PrefixPolicy::Always, &[default_profile()]);
+    let imported = |task_support: &str| Imported {
+        tool: tool("a"),
+        policy: Arc::default(),
+        extra: extra(json!({"execution": {"taskSupport": task_support}})),
+    };
+    registry.replace(&server("s"), vec![imported("optional")]);
+    let first = view(&registry);
+    let entry = first.get("s__a").unwrap();
+    assert_eq!(
+        extra::faithful(&entry.tool, &entry.extra)["execution"],
+        json!({"taskSupport": "optional"})
+    );
+    assert_eq!(extra::faithful(&entry.tool, &entry.extra)["name"], "s__a");
+    registry.replace(&server("s"), vec![imported("required")]);
+    assert_ne!(view(&registry).fingerprint(), first.fingerprint());
+
+    let mut offer = passthrough::Offer {
+        prompts: vec![rmcp::model::Prompt::new("p", None::<String>, None)],
+        ..Default::default()
+    };
+    offer.features.prompts = true;
+    offer.extras.prompts.insert(
+        "p".into(),
+        Arc::new(serde_json::Map::from_iter([("x".to_owned(), json!(1))])),
+    );
+    registry.replace_offer(&server("s"), offer);
+    let view = view(&registry);
+    let named = &view.offers().prompts[0];
+    assert_eq!(&*named.exposed, "s__p");
+    assert_eq!(extra::faithful(&named.item, &named.extra)["x"], 1);
 }

@@ -50,6 +50,12 @@ impl BoundedHttp {
         Ok(Self { inner, limit })
     }
 
+    /// The reqwest client underneath, for requests beside rmcp's on the same connection
+    /// settings ([`super::http_lists`]).
+    pub fn reqwest(&self) -> &reqwest::Client {
+        &self.inner
+    }
+
     fn limits(&self, asked: StreamableHttpResponseLimits) -> StreamableHttpResponseLimits {
         let mut limits = asked;
         limits.max_json_response_size = self.limit;
@@ -60,7 +66,7 @@ impl BoundedHttp {
 
 /// rmcp's redirect policy: only 307 and 308 keep the method and body, and only within the
 /// origin may the session id and custom headers follow; at most [`MAX_REDIRECTS`] hops.
-fn same_origin_redirects() -> reqwest::redirect::Policy {
+pub(super) fn same_origin_redirects() -> reqwest::redirect::Policy {
     reqwest::redirect::Policy::custom(|attempt| {
         let keeps_body = matches!(
             attempt.status(),

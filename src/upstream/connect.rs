@@ -43,6 +43,8 @@ pub struct Connection {
     peer: Peer<RoleClient>,
     /// The raw path for `tools/call` (stdio servers only).
     raw: Option<Arc<super::raw::RawLink>>,
+    /// List pages as JSON beside rmcp's client (HTTP servers only).
+    http_lists: Option<Arc<super::http_lists::HttpLists>>,
     cancel: Option<RunningServiceCancellationToken>,
     done: Option<Done>,
     process: Process,
@@ -55,6 +57,15 @@ impl Connection {
 
     pub fn raw(&self) -> Option<&Arc<super::raw::RawLink>> {
         self.raw.as_ref()
+    }
+
+    /// Where this server's lists are read as JSON, with every field.
+    pub fn json_lists(&self) -> super::lists::JsonLists {
+        match (&self.raw, &self.http_lists) {
+            (Some(raw), _) => super::lists::JsonLists::Stdio(raw.clone()),
+            (None, Some(http)) => super::lists::JsonLists::Http(http.clone()),
+            (None, None) => super::lists::JsonLists::None,
+        }
     }
 
     /// Resolves when the connection ends by itself (child exited, session lost).
@@ -160,19 +171,23 @@ pub async fn connect(
             transport_config.custom_headers = custom;
             transport_config.max_json_response_size = max_message_bytes;
             transport_config.max_sse_event_size = max_message_bytes;
-            // Answers over the limit fail their call at once ([`super::bounded_http`]).
-            let client = super::bounded_http::BoundedHttp::new(max_message_bytes)?;
+            // rmcp's client, its answers bounded so that one over the limit fails its call
+            // at once ([`super::bounded_http`]), and beside it the reader of list pages as
+            // JSON ([`super::http_lists`]).
+            let (client, lists) = super::http_lists::tap(max_message_bytes)?;
             let transport = StreamableHttpClientTransport::with_client(client, transport_config);
             let service = handler
                 .serve(transport)
                 .await
                 .map_err(|e| format!("MCP handshake with {url} failed: {e}"))?;
-            Ok(Process {
+            let mut connection = Process {
                 child: None,
                 stderr: None,
                 writer: None,
             }
-            .into_connection(service))
+            .into_connection(service);
+            connection.http_lists = Some(lists);
+            Ok(connection)
         }
     }
 }
@@ -192,6 +207,7 @@ impl Process {
         Connection {
             peer,
             raw: None,
+            http_lists: None,
             cancel: Some(cancel),
             done: Some(Box::pin(service.waiting())),
             process: self,

@@ -17,12 +17,16 @@ use rmcp::{
 };
 use tokio_util::sync::CancellationToken;
 
-use super::{Upstream, UpstreamError};
+use super::{Upstream, UpstreamError, lists};
 use crate::registry::passthrough::{Features, Offer};
 
 /// What one upstream offers besides tools, as its capabilities say. A list that fails is
 /// logged and left empty: the server's tools still work.
-pub(super) async fn import_offer(server: &super::ServerId, peer: &Peer<RoleClient>) -> Offer {
+pub(super) async fn import_offer(
+    server: &super::ServerId,
+    peer: &Peer<RoleClient>,
+    source: &lists::JsonLists,
+) -> Offer {
     let Some(info) = peer.peer_info() else {
         return Offer::default();
     };
@@ -32,22 +36,38 @@ pub(super) async fn import_offer(server: &super::ServerId, peer: &Peer<RoleClien
         ..Offer::default()
     };
     if features.prompts {
-        match peer.list_all_prompts().await {
-            Ok(prompts) => offer.prompts = prompts,
+        match lists::list(server, &lists::PROMPTS, source, peer.list_all_prompts()).await {
+            Ok(prompts) => {
+                offer.prompts = prompts.items;
+                offer.extras.prompts = prompts.extras;
+            }
             Err(error) => {
                 tracing::warn!(%server, %error, "prompts/list failed; no prompts from this server")
             }
         }
     }
     if features.resources {
-        match peer.list_all_resources().await {
-            Ok(resources) => offer.resources = resources,
+        match lists::list(server, &lists::RESOURCES, source, peer.list_all_resources()).await {
+            Ok(resources) => {
+                offer.resources = resources.items;
+                offer.extras.resources = resources.extras;
+            }
             Err(error) => {
                 tracing::warn!(%server, %error, "resources/list failed; no resources from this server")
             }
         }
-        match peer.list_all_resource_templates().await {
-            Ok(templates) => offer.templates = templates,
+        match lists::list(
+            server,
+            &lists::TEMPLATES,
+            source,
+            peer.list_all_resource_templates(),
+        )
+        .await
+        {
+            Ok(templates) => {
+                offer.templates = templates.items;
+                offer.extras.templates = templates.extras;
+            }
             Err(error) => {
                 tracing::warn!(%server, %error, "resources/templates/list failed; no templates from this server")
             }

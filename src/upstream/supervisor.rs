@@ -117,7 +117,7 @@ impl Supervisor {
         let starting = async {
             let mut connection =
                 connect::connect(&self.config, handler, self.settings.max_message_bytes).await?;
-            match import_tools(connection.peer()).await {
+            match import_tools(&upstream.name, connection.peer(), &connection.json_lists()).await {
                 Ok(tools) => Ok((connection, tools)),
                 Err(reason) => {
                     let reason = connection
@@ -138,17 +138,22 @@ impl Supervisor {
             () = self.shutdown.cancelled() => return Err("gateway shutting down".to_owned()),
         };
         let name = &upstream.name;
-        upstream.set_state(ServerState::Ready { tools: tools.len() });
+        upstream.set_state(ServerState::Ready {
+            tools: tools.items.len(),
+        });
         upstream.set_link(Some(super::Link {
             peer: connection.peer().clone(),
             raw: connection.raw().cloned(),
         }));
-        tracing::info!(server = %name, tools = tools.len(), restarts = upstream.restarts(), "server ready");
+        tracing::info!(server = %name, tools = tools.items.len(), restarts = upstream.restarts(), "server ready");
         let _ = self.events.send(UpstreamEvent::Tools {
             server: name.clone(),
-            tools,
+            tools: tools.items,
+            extras: tools.extras,
         });
-        let offer = self.import_offer(connection.peer()).await;
+        let offer = self
+            .import_offer(connection.peer(), &connection.json_lists())
+            .await;
         let _ = self.events.send(UpstreamEvent::Offer {
             server: name.clone(),
             offer,
@@ -161,6 +166,7 @@ impl Supervisor {
     async fn watch(&self, mut connection: Connection, changes: &Changes) -> Ended {
         let name = &self.upstream.name;
         let peer = connection.peer().clone();
+        let lists = connection.json_lists();
         let mut pings = Pings::new(&self.settings);
         let ended = loop {
             tokio::select! {
@@ -177,18 +183,18 @@ impl Supervisor {
                     }
                 }
                 // The server said its tools changed: import them again, whole.
-                () = changes.tools.notified() => match self.bounded(import_tools(&peer)).await {
+                () = changes.tools.notified() => match self.bounded(import_tools(name, &peer, &lists)).await {
                     Some(Ok(tools)) => {
-                        tracing::info!(server = %name, tools = tools.len(), "tool list changed");
-                        self.upstream.set_state(ServerState::Ready { tools: tools.len() });
-                        let _ = self.events.send(UpstreamEvent::Tools { server: name.clone(), tools });
+                        tracing::info!(server = %name, tools = tools.items.len(), "tool list changed");
+                        self.upstream.set_state(ServerState::Ready { tools: tools.items.len() });
+                        let _ = self.events.send(UpstreamEvent::Tools { server: name.clone(), tools: tools.items, extras: tools.extras });
                     }
                     Some(Err(error)) => tracing::warn!(server = %name, %error, "re-import after list_changed failed; keeping the previous list"),
                     None => tracing::warn!(server = %name, "re-import after list_changed timed out; keeping the previous list"),
                 },
                 // The server said its prompts or resources changed: import them again, whole.
                 () = changes.offer.notified() => {
-                    let offer = self.import_offer(&peer).await;
+                    let offer = self.import_offer(&peer, &lists).await;
                     let _ = self.events.send(UpstreamEvent::Offer { server: name.clone(), offer });
                 }
             }
@@ -209,9 +215,13 @@ impl Supervisor {
     async fn import_offer(
         &self,
         peer: &rmcp::service::Peer<rmcp::RoleClient>,
+        lists: &super::lists::JsonLists,
     ) -> crate::registry::passthrough::Offer {
         let name = &self.upstream.name;
-        match self.bounded(passthrough::import_offer(name, peer)).await {
+        match self
+            .bounded(passthrough::import_offer(name, peer, lists))
+            .await
+        {
             Some(offer) => offer,
             None => {
                 tracing::warn!(server = %name, "listing prompts and resources timed out; none from this server");

@@ -1,0 +1,352 @@
+//! An HTTP server's lists read as JSON: rmcp's HTTP client decodes every answer into its types (which drop unknown fields), so list pages are asked for beside it, on the same session.
+//!
+//! [`TapClient`] is the reqwest client rmcp's transport uses, unchanged but for noting the
+//! session, the negotiated protocol version and the headers of the requests it sends.
+//! [`HttpLists::page`] then posts one list request with them itself and reads the answer,
+//! JSON or an SSE stream, up to the event that answers it. Other messages on that stream
+//! (a server's log or progress while it lists) are not relayed.
+
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+};
+
+use http::{HeaderName, HeaderValue};
+use rmcp::{
+    model::ClientJsonRpcMessage,
+    transport::streamable_http_client::{
+        StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+        StreamableHttpResponseLimits,
+    },
+};
+use serde_json::{Map, Value};
+
+use super::bounded_http::BoundedHttp;
+
+/// What the last request rmcp sent carried: what a list request beside it needs.
+#[derive(Debug, Clone)]
+struct Seen {
+    uri: Arc<str>,
+    session: Option<Arc<str>>,
+    auth: Option<String>,
+    headers: HashMap<HeaderName, HeaderValue>,
+}
+
+/// rmcp's HTTP client (bounded: [`BoundedHttp`]), noting what its requests carry.
+#[derive(Clone)]
+pub struct TapClient {
+    inner: BoundedHttp,
+    seen: Arc<Mutex<Option<Seen>>>,
+}
+
+/// Reads list pages from one HTTP server, on the session [`TapClient`] noted.
+pub struct HttpLists {
+    client: reqwest::Client,
+    seen: Arc<Mutex<Option<Seen>>>,
+    next: AtomicU64,
+    max_bytes: usize,
+}
+
+/// The client for rmcp's transport and the list reader beside it; `max_bytes` bounds every
+/// answer rmcp reads and every list page.
+pub fn tap(max_bytes: usize) -> Result<(TapClient, Arc<HttpLists>), String> {
+    let bounded = BoundedHttp::new(max_bytes)?;
+    let client = bounded.reqwest().clone();
+    let seen = Arc::new(Mutex::new(None));
+    Ok((
+        TapClient {
+            inner: bounded,
+            seen: seen.clone(),
+        },
+        Arc::new(HttpLists {
+            client,
+            seen,
+            next: AtomicU64::new(1),
+            max_bytes,
+        }),
+    ))
+}
+
+impl TapClient {
+    fn note(
+        &self,
+        uri: &Arc<str>,
+        session: &Option<Arc<str>>,
+        auth: &Option<String>,
+        headers: &HashMap<HeaderName, HeaderValue>,
+    ) {
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        *seen = Some(Seen {
+            uri: uri.clone(),
+            session: session.clone(),
+            auth: auth.clone(),
+            headers: headers.clone(),
+        });
+    }
+}
+
+impl StreamableHttpClient for TapClient {
+    type Error = reqwest::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        self.note(&uri, &session_id, &auth_header, &custom_headers);
+        self.inner
+            .post_message(uri, message, session_id, auth_header, custom_headers)
+            .await
+    }
+
+    async fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        self.note(&uri, &session_id, &auth_header, &custom_headers);
+        self.inner
+            .post_message_with_max_sse_event_size(
+                uri,
+                message,
+                session_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await
+    }
+
+    async fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        limits: StreamableHttpResponseLimits,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        self.note(&uri, &session_id, &auth_header, &custom_headers);
+        self.inner
+            .post_message_with_response_limits(
+                uri,
+                message,
+                session_id,
+                auth_header,
+                custom_headers,
+                limits,
+            )
+            .await
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<(), StreamableHttpError<Self::Error>> {
+        self.inner
+            .delete_session(uri, session_id, auth_header, custom_headers)
+            .await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<
+        futures::stream::BoxStream<'static, Result<sse_stream::Sse, sse_stream::Error>>,
+        StreamableHttpError<Self::Error>,
+    > {
+        self.inner
+            .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
+            .await
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<
+        futures::stream::BoxStream<'static, Result<sse_stream::Sse, sse_stream::Error>>,
+        StreamableHttpError<Self::Error>,
+    > {
+        self.inner
+            .get_stream_with_max_sse_event_size(
+                uri,
+                session_id,
+                last_event_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await
+    }
+}
+
+impl HttpLists {
+    /// One page's result object: `method` with `cursor`, on rmcp's session.
+    pub async fn page(
+        &self,
+        method: &str,
+        cursor: Option<&str>,
+    ) -> Result<Map<String, Value>, String> {
+        let seen = self
+            .seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .ok_or_else(|| format!("{method}: no session with the server yet"))?;
+        let id = format!("tg-list-{}", self.next.fetch_add(1, Ordering::Relaxed));
+        let mut params = Map::new();
+        if let Some(cursor) = cursor {
+            params.insert("cursor".to_owned(), Value::String(cursor.to_owned()));
+        }
+        let body =
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let mut request = self
+            .client
+            .post(seen.uri.as_ref())
+            .header(http::header::ACCEPT, "application/json, text/event-stream")
+            .json(&body);
+        if let Some(auth) = &seen.auth {
+            request = request.bearer_auth(auth);
+        }
+        for (name, value) in &seen.headers {
+            request = request.header(name, value);
+        }
+        if let Some(session) = &seen.session {
+            request = request.header("mcp-session-id", session.as_ref());
+        }
+        let mut response = request.send().await.map_err(|e| format!("{method}: {e}"))?;
+        if !response.status().is_success() {
+            return Err(format!("{method}: HTTP {}", response.status()));
+        }
+        let sse = response
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        let mut body = Vec::new();
+        let mut events = SseEvents::default();
+        // Everything read, events included, counts against the bound.
+        let mut read = 0usize;
+        loop {
+            let chunk = response
+                .chunk()
+                .await
+                .map_err(|e| format!("{method}: {e}"))?;
+            let Some(chunk) = chunk else { break };
+            read = read.saturating_add(chunk.len());
+            if read > self.max_bytes {
+                return Err(format!(
+                    "{method}: the answer is over {} bytes",
+                    self.max_bytes
+                ));
+            }
+            if sse {
+                events.buffer.extend_from_slice(&chunk);
+                while let Some(data) = events.next_data() {
+                    if let Some(answer) = answer_to(&data, &id) {
+                        return result_of(method, answer);
+                    }
+                }
+            } else {
+                body.extend_from_slice(&chunk);
+            }
+        }
+        if sse {
+            return Err(format!(
+                "{method}: the event stream ended without an answer"
+            ));
+        }
+        let answer: Value = serde_json::from_slice(&body)
+            .map_err(|e| format!("{method}: unreadable answer: {e}"))?;
+        result_of(method, answer)
+    }
+}
+
+/// The answer (`result` or `error`) in `data` if it answers `id`.
+fn answer_to(data: &str, id: &str) -> Option<Value> {
+    let message: Value = serde_json::from_str(data).ok()?;
+    (message.get("id").and_then(Value::as_str) == Some(id)).then_some(message)
+}
+
+fn result_of(method: &str, mut answer: Value) -> Result<Map<String, Value>, String> {
+    if let Some(error) = answer.get("error") {
+        return Err(format!("{method}: {error}"));
+    }
+    match answer.get_mut("result").map(Value::take) {
+        Some(Value::Object(result)) => Ok(result),
+        _ => Err(format!("{method}: the answer has no result object")),
+    }
+}
+
+/// Server-sent events read from a growing buffer: each event's `data` lines, joined.
+#[derive(Default)]
+struct SseEvents {
+    buffer: Vec<u8>,
+}
+
+impl SseEvents {
+    /// The data of the next whole event in the buffer (events without data are skipped).
+    fn next_data(&mut self) -> Option<String> {
+        loop {
+            let text = std::str::from_utf8(&self.buffer).ok()?;
+            let normalized_end = ["\n\n", "\r\n\r\n", "\r\r"]
+                .iter()
+                .filter_map(|sep| text.find(sep).map(|at| (at, sep.len())))
+                .min();
+            let (at, len) = normalized_end?;
+            let event: String = text[..at].to_owned();
+            self.buffer.drain(..at + len);
+            let data: Vec<&str> = event
+                .lines()
+                .filter_map(|line| line.strip_prefix("data:"))
+                .map(|rest| rest.strip_prefix(' ').unwrap_or(rest))
+                .collect();
+            if !data.is_empty() {
+                return Some(data.join("\n"));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_are_read_whole_and_only_the_answer_to_our_id_counts() {
+        let mut events = SseEvents::default();
+        events
+            .buffer
+            .extend_from_slice(b"event: message\ndata: {\"id\":\"x\"}\n\n: ping\n\ndata: {\"id\":");
+        assert_eq!(events.next_data().as_deref(), Some("{\"id\":\"x\"}"));
+        assert_eq!(events.next_data(), None);
+        events
+            .buffer
+            .extend_from_slice(b"\"tg-list-1\",\"result\":{}}\n\n");
+        let data = events.next_data().unwrap();
+        assert!(answer_to(&data, "tg-list-1").is_some());
+        assert!(answer_to(&data, "tg-list-2").is_none());
+    }
+}
