@@ -42,6 +42,9 @@
 //!   completion and logging level are answered from the view and forwarded to their server.
 //! - [`import`]: `toolgate import`: a client's MCP config (Claude Desktop, Cursor, VS Code,
 //!   Windsurf) → `servers.toml`, secrets moved to `${VAR}`s; the snippet for the client.
+//! - [`telemetry`]: the `tools/call` span of every call (hooks and upstream requests as
+//!   children, a program's sub-calls under its `run_code`), W3C `traceparent` in and out,
+//!   and the optional OTLP/HTTP export ([`telemetry::export`]).
 //! - [`error`]: stable error codes and their single mapping to JSON-RPC / `isError` results.
 //! - [`code_mode`]: programs that call tools, run in sandboxed `toolgate worker` processes (Boa + oxc,
 //!   rlimits, seccomp) that a warm [`code_mode::pool::WorkerPool`] starts, feeds and kills.
@@ -92,4 +95,5 @@ pub mod pinning;
 pub mod pipeline;
 pub mod registry;
 pub mod relay;
+pub mod telemetry;
 pub mod upstream;
