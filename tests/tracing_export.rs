@@ -22,10 +22,13 @@ fn client_traceparent() -> String {
     format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01")
 }
 
+/// What a [`Recording`] server got: each POST's `traceparent` header and JSON body.
+type Seen = Arc<Mutex<Vec<(Option<String>, Value)>>>;
+
 /// A real HTTP server on 127.0.0.1 that records each POST: body (JSON) and `traceparent`.
 struct Recording {
     base: String,
-    seen: Arc<Mutex<Vec<(Option<String>, Value)>>>,
+    seen: Seen,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -34,8 +37,6 @@ impl Drop for Recording {
         self.task.abort();
     }
 }
-
-type Seen = Arc<Mutex<Vec<(Option<String>, Value)>>>;
 
 async fn record(
     State(seen): State<Seen>,
