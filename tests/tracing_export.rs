@@ -1,6 +1,7 @@
 //! Tracing: OTLP/HTTP export to a real receiver run by the test, and W3C `traceparent` from the
 //! client through an HTTP pre hook to the upstream; `run_code` sub-calls as children of their
-//! program's span; the `traceparent` header of an HTTP client.
+//! program's span; the `traceparent` header of an HTTP client; OTLP's default encoding
+//! (protobuf) decoded with the OTLP messages.
 
 mod common;
 
@@ -13,6 +14,7 @@ use std::{
 
 use axum::{body::Bytes, extract::State, http::HeaderMap, http::header::CONTENT_TYPE};
 use common::*;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use serde_json::{Value, json};
 
 const CLIENT_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -22,8 +24,9 @@ fn client_traceparent() -> String {
     format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01")
 }
 
-/// What a [`Recording`] server got: each POST's `traceparent` header and JSON body.
-type Seen = Arc<Mutex<Vec<(Option<String>, Value)>>>;
+/// What a [`Recording`] server got: each POST's `traceparent` header, content type and body
+/// (a protobuf OTLP export as its OTLP/JSON form).
+type Seen = Arc<Mutex<Vec<(Option<String>, String, Value)>>>;
 
 /// A real HTTP server on 127.0.0.1 that records each POST: body (JSON) and `traceparent`.
 struct Recording {
@@ -47,9 +50,21 @@ async fn record(
         .get("traceparent")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    let body = serde_json::from_slice(&body)
-        .unwrap_or_else(|_| json!({"not json": String::from_utf8_lossy(&body)}));
-    seen.lock().unwrap().push((traceparent, body));
+    let content_type = headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let body = if content_type == "application/x-protobuf" {
+        use prost::Message;
+        let request = ExportTraceServiceRequest::decode(body.as_ref())
+            .expect("a protobuf ExportTraceServiceRequest");
+        serde_json::to_value(&request).expect("OTLP/JSON form")
+    } else {
+        serde_json::from_slice(&body)
+            .unwrap_or_else(|_| json!({"not json": String::from_utf8_lossy(&body)}))
+    };
+    seen.lock().unwrap().push((traceparent, content_type, body));
     // An OTLP export's success is an empty `ExportTraceServiceResponse`; a pre hook's `allow`.
     (
         [(CONTENT_TYPE, "application/json")],
@@ -74,7 +89,7 @@ impl Recording {
         Self { base, seen, task }
     }
 
-    fn seen(&self) -> Vec<(Option<String>, Value)> {
+    fn seen(&self) -> Vec<(Option<String>, String, Value)> {
         self.seen.lock().unwrap().clone()
     }
 }
@@ -92,7 +107,7 @@ struct Span {
 /// Every span in the receiver's OTLP/JSON exports (each checked to name the service).
 fn spans(receiver: &Recording) -> Vec<Span> {
     let mut spans = Vec::new();
-    for (_, export) in receiver.seen() {
+    for (_, _, export) in receiver.seen() {
         let resource_spans = export["resourceSpans"]
             .as_array()
             .cloned()
@@ -169,13 +184,18 @@ struct Setup {
 }
 
 async fn setup(gateway: &str) -> Setup {
+    setup_with(gateway, "protocol = \"http/json\"\n").await
+}
+
+/// [`setup`] with `tracing` as the rest of `[gateway.tracing]`.
+async fn setup_with(gateway: &str, tracing: &str) -> Setup {
     let receiver = Recording::start().await;
     let hook = Recording::start().await;
     let work = Workdir::new("");
     let call_log = work.path("calls.jsonl");
     let toml = format!(
         "[gateway]\n{gateway}\n\
-         [gateway.tracing]\notlp_endpoint = {}\nprotocol = \"http/json\"\nservice_name = \"toolgate-test\"\n\n\
+         [gateway.tracing]\notlp_endpoint = {}\n{tracing}service_name = \"toolgate-test\"\n\n\
          {}\
          [[hooks]]\nstage = \"pre\"\ntools = [\"echo__*\"]\nhttp = {}\n",
         toml_string(&receiver.base),
@@ -205,7 +225,17 @@ fn traced_call(id: u64, name: &str, arguments: Value, traceparent: Option<&str>)
 
 #[tokio::test]
 async fn a_call_is_one_trace_from_the_client_through_the_hook_to_the_upstream() {
-    let s = setup("").await;
+    one_trace_through_hook_and_upstream("").await;
+}
+
+/// The same spans and the same propagation when rmcp's typed path takes the call.
+#[tokio::test]
+async fn the_typed_path_traces_the_same() {
+    one_trace_through_hook_and_upstream("fast_path = false").await;
+}
+
+async fn one_trace_through_hook_and_upstream(gateway: &str) {
+    let s = setup(gateway).await;
     let mut gateway = RawStdio::start(&s.work).await;
     let traceparent = client_traceparent();
     gateway
@@ -341,7 +371,7 @@ async fn run_code_sub_calls_are_children_of_the_run_code_span() {
     for sent in upstream {
         assert_eq!(ids(sent.as_deref().expect("a traceparent")).0, CLIENT_TRACE);
     }
-    for (header, _) in s.hook.seen() {
+    for (header, _, _) in s.hook.seen() {
         assert_eq!(
             ids(header.as_deref().expect("a traceparent")).0,
             CLIENT_TRACE
@@ -396,4 +426,40 @@ async fn an_http_client_traceparent_header_starts_the_trace() {
         ids(upstream[0].as_deref().expect("a traceparent")).0,
         CLIENT_TRACE
     );
+}
+
+#[tokio::test]
+async fn the_default_encoding_is_protobuf() {
+    let s = setup_with("", "").await;
+    let mut gateway = RawStdio::start(&s.work).await;
+    let traceparent = client_traceparent();
+    gateway
+        .send(&traced_call(
+            1,
+            "echo__echo",
+            json!({"text": "pb"}),
+            Some(&traceparent),
+        ))
+        .await;
+    let answer = gateway.next_answer().await;
+    assert_eq!(answer["result"]["content"][0]["text"], "pb", "{answer}");
+    let (_, status) = gateway.finish().await;
+    assert!(status.success(), "{status}");
+
+    let exports = s.receiver.seen();
+    assert!(!exports.is_empty());
+    for (_, content_type, _) in &exports {
+        assert_eq!(content_type, "application/x-protobuf");
+    }
+    let spans = spans(&s.receiver);
+    let call: Vec<&Span> = spans
+        .iter()
+        .filter(|span| span.name == "tools/call echo__echo")
+        .collect();
+    assert_eq!(call.len(), 1, "{spans:#?}");
+    assert_eq!(
+        (call[0].trace_id.as_str(), call[0].parent.as_str()),
+        (CLIENT_TRACE, CLIENT_SPAN)
+    );
+    assert_eq!(attr(call[0], "outcome"), "OK");
 }

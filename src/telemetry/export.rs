@@ -26,6 +26,12 @@ const ENDPOINT_VARS: [&str; 2] = [
     "OTEL_EXPORTER_OTLP_ENDPOINT",
 ];
 
+/// The standard variables that choose the encoding.
+const PROTOCOL_VARS: [&str; 2] = [
+    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_PROTOCOL",
+];
+
 #[derive(Debug, thiserror::Error)]
 pub enum TelemetryError {
     #[error("cannot start the OTLP exporter: {0}")]
@@ -128,11 +134,19 @@ fn provider(settings: &TracingSettings) -> Result<SdkTracerProvider, TelemetryEr
     if let Some(endpoint) = &settings.otlp_endpoint {
         exporter = exporter.with_endpoint(traces_url(endpoint));
     }
-    if let Some(protocol) = settings.protocol {
-        exporter = exporter.with_protocol(match protocol {
-            OtlpProtocol::Protobuf => Protocol::HttpBinary,
-            OtlpProtocol::Json => Protocol::HttpJson,
-        });
+    // The config's, else the exporter reads the standard variables, else OTLP's default
+    // (protobuf; the crate's own default is JSON once its `http-json` feature is on).
+    let env_protocol = PROTOCOL_VARS
+        .iter()
+        .any(|var| std::env::var(var).is_ok_and(|v| !v.trim().is_empty()));
+    let protocol = match settings.protocol {
+        Some(OtlpProtocol::Json) => Some(Protocol::HttpJson),
+        Some(OtlpProtocol::Protobuf) => Some(Protocol::HttpBinary),
+        None if env_protocol => None,
+        None => Some(Protocol::HttpBinary),
+    };
+    if let Some(protocol) = protocol {
+        exporter = exporter.with_protocol(protocol);
     }
     let exporter = exporter
         .build()
