@@ -463,3 +463,129 @@ async fn the_default_encoding_is_protobuf() {
     );
     assert_eq!(attr(call[0], "outcome"), "OK");
 }
+
+/// A streamable-HTTP MCP server with one tool, `pong`, that records the `traceparent` header
+/// of every request it gets.
+#[derive(Clone)]
+struct Pong;
+
+fn pong_tool() -> rmcp::model::Tool {
+    let schema = json!({"type": "object"})
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    rmcp::model::Tool::new("pong", "Answers pong", Arc::new(schema))
+}
+
+impl rmcp::ServerHandler for Pong {
+    fn get_info(&self) -> rmcp::model::ServerConfig {
+        rmcp::model::ServerConfig::new(
+            rmcp::model::ServerCapabilities::builder()
+                .enable_tools()
+                .build(),
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<rmcp::model::PaginatedRequestParams>,
+        _context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::ListToolsResult, rmcp::ErrorData> {
+        Ok(rmcp::model::ListToolsResult::with_all_items(vec![
+            pong_tool(),
+        ]))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
+        (name == "pong").then(pong_tool)
+    }
+
+    async fn call_tool(
+        &self,
+        _request: rmcp::model::CallToolRequestParams,
+        _context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
+        Ok(
+            rmcp::model::CallToolResult::success(vec![rmcp::model::ContentBlock::text("pong")])
+                .into(),
+        )
+    }
+}
+
+type Headers = Arc<Mutex<Vec<Option<String>>>>;
+
+async fn capture(
+    State(headers): State<Headers>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    if request.method() == axum::http::Method::POST {
+        let traceparent = request
+            .headers()
+            .get("traceparent")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        headers.lock().unwrap().push(traceparent);
+    }
+    next.run(request).await
+}
+
+#[tokio::test]
+async fn an_http_upstream_gets_the_traceparent_header() {
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+    };
+    let headers: Headers = Arc::default();
+    let service = StreamableHttpService::new(
+        || Ok(Pong),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let app = axum::Router::new().nest_service("/mcp", service).layer(
+        axum::middleware::from_fn_with_state(headers.clone(), capture),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app).await.expect("server runs");
+    });
+
+    let receiver = Recording::start().await;
+    let work = Workdir::new(&format!(
+        "[gateway.tracing]\notlp_endpoint = {}\nprotocol = \"http/json\"\nservice_name = \"toolgate-test\"\n\n\
+         [servers.pong]\nurl = {}\n",
+        toml_string(&receiver.base),
+        toml_string(&url),
+    ));
+    let mut gateway = RawStdio::start(&work).await;
+    let traceparent = client_traceparent();
+    gateway
+        .send(&traced_call(1, "pong__pong", json!({}), Some(&traceparent)))
+        .await;
+    let answer = gateway.next_answer().await;
+    assert_eq!(answer["result"]["content"][0]["text"], "pong", "{answer}");
+    let (_, status) = gateway.finish().await;
+    assert!(status.success(), "{status}");
+    server.abort();
+
+    let spans = spans(&receiver);
+    let call: Vec<&Span> = spans
+        .iter()
+        .filter(|span| span.name == "tools/call pong__pong")
+        .collect();
+    assert_eq!(call.len(), 1, "{spans:#?}");
+    let hop: Vec<&Span> = spans
+        .iter()
+        .filter(|span| span.name == "upstream tools/call" && span.parent == call[0].span_id)
+        .collect();
+    assert_eq!(hop.len(), 1, "{spans:#?}");
+    // Only the `tools/call` POST carries one: the handshake and lists are no call's.
+    let sent: Vec<String> = headers.lock().unwrap().iter().flatten().cloned().collect();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(
+        ids(&sent[0]),
+        (CLIENT_TRACE.to_owned(), hop[0].span_id.clone())
+    );
+}
