@@ -115,6 +115,7 @@ impl ExternalHook {
             parent: &call.span,
             "hook",
             otel.kind = "client",
+            otel.status_code = tracing::field::Empty,
             hook = %self.config.key,
             stage = stage_name(self.config.stage),
         );
@@ -143,10 +144,14 @@ impl ExternalHook {
                 Transport::Command(hook) => hook.ask(&call.call_id, &request).await,
             }
         };
-        tokio::time::timeout(Duration::from_millis(limit), asking)
+        let answer = tokio::time::timeout(Duration::from_millis(limit), asking)
             .instrument(span.clone())
             .await
-            .unwrap_or(Err(HookError::Timeout(limit)))
+            .unwrap_or(Err(HookError::Timeout(limit)));
+        if answer.is_err() {
+            span.record("otel.status_code", "error");
+        }
+        answer
     }
 
     fn failed(&self, call: &ToolCall, error: &HookError) -> String {

@@ -55,6 +55,8 @@
 //! runs the stages → [`upstream::Upstream::call`] forwards it, relaying progress and
 //! cancellation → the result comes back unchanged, or a failure goes through
 //! [`error::into_mcp`].
+//! It all runs in the call's `tools/call` span ([`telemetry`]), whose context reaches
+//! hooks and the upstream as `traceparent`.
 //!
 //! The fast path of the same call over stdio: [`downstream::fast`] takes the `tools/call`
 //! line before rmcp decodes it → [`pipeline::Pipeline::execute_answer`] runs the same stages

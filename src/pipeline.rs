@@ -11,8 +11,9 @@
 //!    `accept` may replace the result (see [`PostDecision::Accept`] for the rule), `block`
 //!    turns it into an error. The size cap comes last, on what the client would receive.
 //!
-//! Every resolved call is recorded once: one tracing event, one audit line, the metrics. A name
-//! that resolves to nothing gets a tracing event and counts under one `(unknown)` metrics label.
+//! Every call runs in a `tools/call` span ([`crate::telemetry`]). Every resolved call is recorded
+//! once: the span's outcome, one tracing event, one audit line, the metrics. A name that
+//! resolves to nothing gets a tracing event and counts under one `(unknown)` metrics label.
 //! Built-ins and user code use the same traits ([`PreGate`], [`Around`], [`PostHook`]).
 
 mod answer;
