@@ -96,6 +96,7 @@ impl Variant {
                     cancel: CancellationToken::new(),
                     progress: None,
                     session: None,
+                    remote: None,
                 };
                 upstream
                     .call("echo", Some(echo_args()), context)
@@ -110,6 +111,7 @@ impl Variant {
                     progress: None,
                     client: None,
                     sub_call_id: None,
+                    trace: Default::default(),
                 };
                 matches!(self.gateway.pipeline.execute(&view, call).await, Ok(r) if r.is_error != Some(true))
             };

@@ -3,7 +3,8 @@
 //! Tools: `echo`, `add` (structured output), `sleep` (progress and cancellation), `fail`
 //! (`isError: true`), and `add_tool` / `remove_tool` (dynamic tools plus
 //! `notifications/tools/list_changed`). Optional environment knobs:
-//! `ECHO_CALL_LOG=<path>` appends `{"tool":…,"arguments":…}` per `tools/call` before it runs;
+//! `ECHO_CALL_LOG=<path>` appends `{"tool":…,"arguments":…}` per `tools/call` before it runs
+//! (plus `"traceparent"` when the request's `_meta` carries one);
 //! `ECHO_CANCEL_LOG=<path>` gets `cancelled sleep` per cancelled `sleep`;
 //! `ECHO_EXTRA_TOOLS=N` adds echo-like tools `tool_0000`…; `ECHO_PAGE_SIZE=N` paginates
 //! `tools/list`; `ECHO_ODD_NAMES=1` adds `dotted.name/with spaces` and an 80-character name;
@@ -300,9 +301,12 @@ impl EchoServer {
         }
     }
 
-    fn log_call(&self, name: &str, arguments: &JsonObject) {
+    fn log_call(&self, name: &str, arguments: &JsonObject, traceparent: Option<&str>) {
         if let Some(path) = &self.state.call_log {
-            let line = json!({"tool": name, "arguments": arguments});
+            let mut line = json!({"tool": name, "arguments": arguments});
+            if let Some(traceparent) = traceparent {
+                line["traceparent"] = json!(traceparent);
+            }
             self.append(path, &format!("{line}\n"));
         }
     }
@@ -552,7 +556,7 @@ impl ServerHandler for EchoServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let args = request.arguments.unwrap_or_default();
-        self.log_call(&request.name, &args);
+        self.log_call(&request.name, &args, context.meta.get_traceparent());
         let Some(entry) = self.find(&request.name) else {
             return Err(McpError::invalid_params(
                 format!("unknown tool {}", request.name),

@@ -9,6 +9,7 @@ mod code;
 mod http;
 mod pinning;
 mod supervise;
+mod telemetry;
 mod validate;
 
 use std::{
@@ -27,6 +28,7 @@ pub use code::{CodeSettings, Mode, RawCode, SdkDocs, SdkForm};
 pub use http::{AllowedHost, AllowedOrigin, HttpSettings, RawHttp, split_host_port};
 pub use pinning::{DEFAULT_LOCK, OnChange, OnNew, PinningSettings, RawPinning};
 pub use supervise::{RawSupervise, SuperviseSettings};
+pub use telemetry::{OtlpProtocol, RawTracing, TracingSettings};
 pub use validate::validate;
 
 /// Prefix of the environment variables that override the file (`TOOLGATE_GATEWAY__PREFIX=never`).
@@ -123,6 +125,9 @@ pub struct RawGateway {
     /// `[gateway.pinning]`: the lock of pinned tool definitions. Its presence alone makes
     /// the lock required.
     pub pinning: Option<RawPinning>,
+    /// `[gateway.tracing]`: OpenTelemetry export of the call spans.
+    #[serde(default)]
+    pub tracing: RawTracing,
 }
 
 /// How one call of a tool may be retried.
@@ -438,6 +443,8 @@ pub struct Config {
     pub code: CodeSettings,
     /// Tool pinning: the lock file and what a changed or new tool gets.
     pub pinning: PinningSettings,
+    /// OpenTelemetry export of the call spans ([`crate::telemetry`]).
+    pub tracing: TracingSettings,
 }
 
 impl Config {

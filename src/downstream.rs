@@ -52,6 +52,8 @@ struct CallRequest {
     progress: Option<rmcp::model::ProgressToken>,
     /// Fired by the client's `notifications/cancelled`.
     cancel: tokio_util::sync::CancellationToken,
+    /// `_meta.traceparent`, else (over HTTP) the `traceparent` header; unreadable is absent.
+    traceparent: Option<crate::telemetry::Traceparent>,
 }
 
 /// The handler for every downstream session; cheap to clone (HTTP makes one per session).
@@ -104,6 +106,10 @@ impl GatewayService {
                 session: self.session,
             }),
             sub_call_id: None,
+            trace: crate::telemetry::Trace {
+                parent: None,
+                remote: request.traceparent,
+            },
         }
     }
 
@@ -202,11 +208,16 @@ impl ServerHandler for GatewayService {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         self.settled().await?;
+        let traceparent = context.meta.get_traceparent().or_else(|| {
+            let parts = context.extensions.get::<::http::request::Parts>()?;
+            parts.headers.get("traceparent")?.to_str().ok()
+        });
         let request = CallRequest {
             name: request.name.into_owned(),
             arguments: request.arguments,
             progress: context.meta.get_progress_token(),
             cancel: context.ct.clone(),
+            traceparent: traceparent.and_then(crate::telemetry::Traceparent::parse),
         };
         let call = self.call_of(&context.peer, request);
         let view = self.view();

@@ -17,6 +17,7 @@ use std::{sync::Arc, time::Duration};
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use tracing::Instrument;
 
 use crate::{
     config::{HookConfig, HookStage, HookTransport, OnError},
@@ -91,7 +92,7 @@ impl ExternalHook {
 
     fn request(&self, call: &ToolCall, result: Option<&CallToolResult>) -> Value {
         let mut request = json!({
-            "stage": match self.config.stage { HookStage::Pre => "pre", HookStage::Post => "post" },
+            "stage": stage_name(self.config.stage),
             "call_id": call.call_id,
             "profile": call.profile.as_str(),
             "tool": call.entry.exposed,
@@ -105,14 +106,27 @@ impl ExternalHook {
         request
     }
 
-    /// Sends one request and waits, at most `timeout_ms`, for the answer.
+    /// Sends one request and waits, at most `timeout_ms`, for the answer. In a span of its
+    /// own under the call's, whose context an HTTP hook gets as `traceparent`.
     async fn ask(&self, call: &ToolCall, request: Value) -> Result<Value, HookError> {
         let limit = self.config.timeout_ms;
+        let span = tracing::debug_span!(
+            target: "toolgate::call::hook",
+            parent: &call.span,
+            "hook",
+            otel.kind = "client",
+            otel.status_code = tracing::field::Empty,
+            hook = %self.config.key,
+            stage = stage_name(self.config.stage),
+        );
         let asking = async {
             match &self.transport {
                 Transport::Http { client, url } => {
-                    let response = client
-                        .post(url)
+                    let mut post = client.post(url);
+                    if let Some(traceparent) = crate::telemetry::outgoing(&span, call.remote) {
+                        post = post.header("traceparent", traceparent.to_string());
+                    }
+                    let response = post
                         .json(&request)
                         .send()
                         .await
@@ -130,14 +144,26 @@ impl ExternalHook {
                 Transport::Command(hook) => hook.ask(&call.call_id, &request).await,
             }
         };
-        tokio::time::timeout(Duration::from_millis(limit), asking)
+        let answer = tokio::time::timeout(Duration::from_millis(limit), asking)
+            .instrument(span.clone())
             .await
-            .unwrap_or(Err(HookError::Timeout(limit)))
+            .unwrap_or(Err(HookError::Timeout(limit)));
+        if answer.is_err() {
+            span.record("otel.status_code", "error");
+        }
+        answer
     }
 
     fn failed(&self, call: &ToolCall, error: &HookError) -> String {
         tracing::warn!(hook = %self.config.key, call_id = %call.call_id, tool = %call.entry.exposed, "hook failed: {error}");
         format!("hook {} failed: {error}", self.config.key)
+    }
+}
+
+fn stage_name(stage: HookStage) -> &'static str {
+    match stage {
+        HookStage::Pre => "pre",
+        HookStage::Post => "post",
     }
 }
 

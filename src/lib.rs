@@ -45,6 +45,9 @@
 //!   the four lists are answered as JSON with every upstream field ([`downstream::faithful`]).
 //! - [`import`]: `toolgate import`: a client's MCP config (Claude Desktop, Cursor, VS Code,
 //!   Windsurf) → `servers.toml`, secrets moved to `${VAR}`s; the snippet for the client.
+//! - [`telemetry`]: the `tools/call` span of every call (hooks and upstream requests as
+//!   children, a program's sub-calls under its `run_code`), W3C `traceparent` in and out,
+//!   and the optional OTLP/HTTP export ([`telemetry::export`]).
 //! - [`error`]: stable error codes and their single mapping to JSON-RPC / `isError` results.
 //! - [`code_mode`]: programs that call tools, run in sandboxed `toolgate worker` processes (Boa + oxc,
 //!   rlimits, seccomp) that a warm [`code_mode::pool::WorkerPool`] starts, feeds and kills.
@@ -55,6 +58,8 @@
 //! runs the stages → [`upstream::Upstream::call`] forwards it, relaying progress and
 //! cancellation → the result comes back unchanged, or a failure goes through
 //! [`error::into_mcp`].
+//! It all runs in the call's `tools/call` span ([`telemetry`]), whose context reaches
+//! hooks and the upstream as `traceparent`.
 //!
 //! The fast path of the same call over stdio: [`downstream::fast`] takes the `tools/call`
 //! line before rmcp decodes it → [`pipeline::Pipeline::execute_answer`] runs the same stages
@@ -95,4 +100,5 @@ pub mod pinning;
 pub mod pipeline;
 pub mod registry;
 pub mod relay;
+pub mod telemetry;
 pub mod upstream;

@@ -15,6 +15,7 @@ use toolgate::{
     gateway::Gateway,
     gateway::{StartError, StartOptions},
     pipeline::Call,
+    telemetry::export::{self, LogStyle},
     upstream::ServerState,
 };
 
@@ -110,21 +111,26 @@ fn main() -> ExitCode {
         Command::Serve { .. } => "info",
         _ => "warn",
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| format!("toolgate={default_level},rmcp=error").into());
-    let logs = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(filter);
-    match cli.log_format {
-        // Colour codes are noise in a file or a pipe (Claude Desktop keeps stderr in a log).
-        LogFormat::Text => logs
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .init(),
-        LogFormat::Json => logs.json().init(),
-    }
-
     let mut config = match config::load(&cli.config) {
         Ok(config) => config,
+        Err(error) => {
+            eprintln!("toolgate: {error}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    // `opentelemetry*`: the span exporter's own errors (a collector that is down).
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        format!("toolgate={default_level},rmcp=error,opentelemetry=warn").into()
+    });
+    let style = match cli.log_format {
+        // Colour codes are noise in a file or a pipe (Claude Desktop keeps stderr in a log).
+        LogFormat::Text => LogStyle::Text {
+            ansi: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        },
+        LogFormat::Json => LogStyle::Json,
+    };
+    let telemetry = match export::init(style, filter, &config.tracing) {
+        Ok(telemetry) => telemetry,
         Err(error) => {
             eprintln!("toolgate: {error}");
             return ExitCode::from(EXIT_CONFIG);
@@ -163,6 +169,8 @@ fn main() -> ExitCode {
     // Every child is stopped by now. Do not wait for a blocking read of stdin (rmcp's
     // fallback when stdin or stdout is not a pipe) that only the client can end.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    // Every call has ended: its spans are batched, and sent now (bounded).
+    telemetry.shutdown();
     code
 }
 
@@ -498,6 +506,7 @@ async fn call(gateway: &Gateway, profile: &ProfileName, tool: String, arguments:
         progress: None,
         client: None,
         sub_call_id: None,
+        trace: Default::default(),
     };
     let view = gateway.view(profile).unwrap_or_default();
     let outcome = gateway.pipeline.execute(&view, call).await;

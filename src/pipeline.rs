@@ -11,8 +11,9 @@
 //!    `accept` may replace the result (see [`PostDecision::Accept`] for the rule), `block`
 //!    turns it into an error. The size cap comes last, on what the client would receive.
 //!
-//! Every resolved call is recorded once: one tracing event, one audit line, the metrics. A name
-//! that resolves to nothing gets a tracing event and counts under one `(unknown)` metrics label.
+//! Every call runs in a `tools/call` span ([`crate::telemetry`]). Every resolved call is recorded
+//! once: the span's outcome, one tracing event, one audit line, the metrics. A name that
+//! resolves to nothing gets a tracing event and counts under one `(unknown)` metrics label.
 //! Built-ins and user code use the same traits ([`PreGate`], [`Around`], [`PostHook`]).
 
 mod answer;
@@ -36,12 +37,14 @@ use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
 
 use crate::relay::Caller;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::{
     code_mode::CodeRunner,
     config::{Mode, ProfileName},
     drain::{Admission, Drain},
     registry::{Target, ToolEntry, View},
+    telemetry::{Trace, Traceparent},
     upstream::{CallContext, ProgressSink, UpstreamError, Upstreams},
 };
 
@@ -63,6 +66,8 @@ pub struct Call {
     /// Set by code mode for a call a program makes: its id, `<call_id>:code:<n>`. Such a call
     /// may reach every visible tool (also in `code` mode), but not `run_code` itself.
     pub sub_call_id: Option<String>,
+    /// The client's `traceparent`, or (for a program's call) the `run_code` span.
+    pub trace: Trace,
 }
 
 /// A resolved call, as gates, wrappers and post hooks see it.
@@ -78,6 +83,11 @@ pub struct ToolCall {
     pub client: Option<Caller>,
     /// The caller takes the result raw when the upstream can give it so ([`Answer::Raw`]).
     pub(crate) raw: bool,
+    /// This call's `tools/call` span (disabled unless exported or logged at debug): hooks
+    /// and upstream requests hang theirs under it.
+    pub span: tracing::Span,
+    /// The client's `traceparent`: what goes out when spans are not exported.
+    pub remote: Option<Traceparent>,
 }
 
 /// What a pre gate decides.
@@ -200,6 +210,7 @@ async fn dispatch(
         cancel,
         progress: call.progress.clone(),
         session: call.client.as_ref().map(|c| c.session),
+        remote: call.remote,
     };
     if call.raw && upstream.raw_link().is_some() {
         pipeline.metrics.count_raw_upstream_call();
@@ -349,7 +360,6 @@ impl Pipeline {
 
     /// Runs one call through every stage. `view` is the caller's, so listing and dispatch
     /// agree.
-    #[tracing::instrument(level = "debug", skip_all, fields(tool = %call.name, profile = %call.profile))]
     pub async fn execute(&self, view: &Arc<View>, call: Call) -> Result<CallToolResult, CallError> {
         self.execute_answer(view, call, self.raw_upstream)
             .await?
@@ -361,14 +371,36 @@ impl Pipeline {
     pub async fn execute_answer(
         &self,
         view: &Arc<View>,
-        call: Call,
+        mut call: Call,
         raw: bool,
     ) -> Result<Answer, CallError> {
-        let started = Instant::now();
         let from_program = call.sub_call_id.is_some();
-        let call_id = match call.sub_call_id {
+        let call_id = match call.sub_call_id.take() {
             Some(id) => id,
             None => format!("c{}", self.next_call.fetch_add(1, Ordering::Relaxed)),
+        };
+        let span = call
+            .trace
+            .call_span(&call_id, call.profile.as_str(), &call.name);
+        self.execute_in(view, call, call_id, from_program, raw, span.clone())
+            .instrument(span)
+            .await
+    }
+
+    /// [`execute_answer`](Self::execute_answer) inside the call's span.
+    async fn execute_in(
+        &self,
+        view: &Arc<View>,
+        call: Call,
+        call_id: String,
+        from_program: bool,
+        raw: bool,
+        span: tracing::Span,
+    ) -> Result<Answer, CallError> {
+        let started = Instant::now();
+        let reject = |server: Option<&dyn std::fmt::Display>, code: &str| {
+            let elapsed = started.elapsed().as_micros() as u64;
+            crate::telemetry::finish(&span, server, "reject", code, elapsed);
         };
         // A program cannot start another program: `run_code` is unknown inside code.
         let entry = view
@@ -381,18 +413,21 @@ impl Pipeline {
                 let error = self.upstreams.unavailable(server);
                 self.metrics
                     .record(&call.name, Some(error.code()), started.elapsed());
+                reject(Some(server), error.code());
                 tracing::debug!(target: "toolgate::audit", call_id, profile = %call.profile, tool = %call.name, server = %server, outcome = error.code(), "call");
                 return Err(CallError::Upstream(error));
             }
             // One fixed label: client-chosen names must not grow the metric series without bound.
             self.metrics
                 .record(UNKNOWN_TOOL_LABEL, Some("UNKNOWN_TOOL"), started.elapsed());
+            reject(None, "UNKNOWN_TOOL");
             tracing::debug!(target: "toolgate::audit", call_id, profile = %call.profile, tool = %call.name, outcome = "UNKNOWN_TOOL", "call");
             return Err(CallError::UnknownTool(call.name));
         };
         if view.mode() == Mode::Code && !from_program && entry.target == Target::Upstream {
             self.metrics
                 .record(UNKNOWN_TOOL_LABEL, Some("UNKNOWN_TOOL"), started.elapsed());
+            reject(Some(&entry.server), "UNKNOWN_TOOL");
             return Err(CallError::CodeOnly(call.name));
         }
         // Validated as a `Value` without copying: wrapped for the check, unwrapped after.
@@ -411,6 +446,8 @@ impl Pipeline {
             progress: call.progress,
             client: call.client,
             raw,
+            span,
+            remote: call.trace.remote,
         };
         let mut admitted = None;
         let outcome = if !violations.is_empty() {
@@ -544,6 +581,13 @@ impl Pipeline {
             outcome = code,
             duration_us = elapsed.as_micros() as u64,
             "call"
+        );
+        crate::telemetry::finish(
+            &call.span,
+            Some(&call.entry.server),
+            decision,
+            code,
+            elapsed.as_micros() as u64,
         );
         if let Some(audit) = &self.audit {
             audit.write(call, decision, code, elapsed);

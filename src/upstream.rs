@@ -162,6 +162,9 @@ pub struct CallContext {
     /// The calling session: while the call is in flight, the upstream's requests and log
     /// messages go to it.
     pub session: Option<crate::relay::SessionId>,
+    /// The client's `traceparent`, passed on when spans are not exported
+    /// ([`crate::telemetry::outgoing`]).
+    pub remote: Option<crate::telemetry::Traceparent>,
 }
 
 /// One upstream server: its state and, while connected, the client peer to call it through.
@@ -290,7 +293,7 @@ impl Upstream {
     /// Forwards one `tools/call` and relays the result. Progress from the upstream reaches
     /// `ctx.progress` under the client's own token; a cancel reaches the upstream as
     /// `notifications/cancelled`.
-    #[tracing::instrument(level = "debug", skip_all, fields(server = %self.name, tool = tool))]
+    #[tracing::instrument(name = "upstream tools/call", target = "toolgate::call::upstream", level = "debug", skip_all, fields(otel.kind = "client", server = %self.name, tool = tool))]
     pub async fn call(
         &self,
         tool: &str,
@@ -307,13 +310,26 @@ impl Upstream {
             params.arguments = arguments;
             params
         }));
+        // `_meta.traceparent` (SEP-414); an HTTP upstream also gets it as a header
+        // (`bounded_http`).
+        let options = || {
+            let mut options = PeerRequestOptions::no_options();
+            if let Some(traceparent) =
+                crate::telemetry::outgoing(&tracing::Span::current(), ctx.remote)
+            {
+                let mut meta = rmcp::model::RequestMetaObject::new();
+                meta.set_traceparent(traceparent.to_string());
+                options.meta = Some(meta);
+            }
+            options
+        };
         // rmcp picks the upstream progress token itself, so the route is keyed by it; the
         // routes lock is held across the send so that early progress cannot miss the route.
         let (handle, _route) = match &ctx.progress {
             Some(sink) => {
                 let mut routes = self.progress.lock().await;
                 let handle = peer
-                    .send_request_with_option(request, PeerRequestOptions::no_options())
+                    .send_request_with_option(request, options())
                     .await
                     .map_err(|e| self.unavailable(e))?;
                 routes.insert(handle.progress_token.clone(), sink.clone());
@@ -323,7 +339,7 @@ impl Upstream {
             }
             None => {
                 let handle = peer
-                    .send_request_with_option(request, PeerRequestOptions::no_options())
+                    .send_request_with_option(request, options())
                     .await
                     .map_err(|e| self.unavailable(e))?;
                 (handle, None)

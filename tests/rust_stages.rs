@@ -124,6 +124,7 @@ async fn run(
         progress: None,
         client: None,
         sub_call_id: None,
+        trace: Default::default(),
     };
     gateway.pipeline.execute(&view, call).await
 }

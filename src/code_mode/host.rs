@@ -19,6 +19,7 @@ use crate::{
     error::META_KEY,
     pipeline::{Call, CallError, Pipeline, ToolCall},
     registry::View,
+    telemetry::Trace,
     upstream::ProgressSink,
 };
 
@@ -89,6 +90,10 @@ impl CodeRunner {
             profile: call.profile.clone(),
             call_id: call.call_id.clone(),
             client: call.client.clone(),
+            trace: Trace {
+                parent: Some(call.span.clone()),
+                remote: call.remote,
+            },
             finished: finished_tx,
         });
         let request = RunRequest {
@@ -144,6 +149,8 @@ struct Host {
     /// The `run_code` call's id: sub-calls are `<call_id>:code:<n>`.
     call_id: String,
     client: Option<Caller>,
+    /// Sub-call spans are children of the `run_code` call's span.
+    trace: Trace,
     finished: mpsc::UnboundedSender<(String, bool)>,
 }
 
@@ -177,6 +184,7 @@ impl RunHost for Host {
                 progress: None,
                 client: self.client.clone(),
                 sub_call_id: Some(format!("{}:code:{n}", self.call_id)),
+                trace: self.trace.clone(),
             };
             let outcome = match self.pipeline.execute(&self.view, call).await {
                 Ok(result) if result.is_error == Some(true) => Err(failure_of(&result)),

@@ -73,7 +73,11 @@ pub fn validate(
     let pinning = super::PinningSettings::from_raw(gateway.pinning, &invalid, &|value| {
         expand_vars(value, lookup)
     })?;
+    let tracing = super::TracingSettings::from_raw(gateway.tracing, &invalid, &|value| {
+        expand_vars(value, lookup)
+    })?;
     Ok(Config {
+        tracing,
         pinning,
         code,
         http,

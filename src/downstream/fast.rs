@@ -6,7 +6,7 @@
 //! it when the line is:
 //! - a `tools/call` request with a number or string id, `jsonrpc: "2.0"`, and params made of
 //!   `name`, `arguments` (absent, `null` or an object) and at most a `_meta` holding only a
-//!   `progressToken`; or
+//!   `progressToken` and a `traceparent`; or
 //! - the `notifications/cancelled` of such a request still in flight.
 //!
 //! Everything else (another method, other params such as a task request, other `_meta`,
@@ -159,12 +159,18 @@ impl FastPath {
         {
             return false;
         }
-        let progress = match params.meta {
+        let (progress, traceparent) = match params.meta {
             Some(meta) => match serde_json::from_str::<CallMeta>(meta.get()) {
-                Ok(meta) => meta.progress_token,
+                Ok(meta) => (
+                    meta.progress_token,
+                    // Unreadable is absent, as on the typed path: the call starts a trace.
+                    meta.traceparent
+                        .as_deref()
+                        .and_then(crate::telemetry::Traceparent::parse),
+                ),
                 Err(_) => return false,
             },
-            None => None,
+            None => (None, None),
         };
         let Some(me) = self.me.upgrade() else {
             return false;
@@ -194,6 +200,7 @@ impl FastPath {
                 arguments: params.arguments,
                 progress,
                 cancel,
+                traceparent,
             },
         };
         // Boxed: the call's whole state is large, and a task moves its future into place.
@@ -319,6 +326,8 @@ fn is_object(json: &[u8]) -> bool {
 struct CallMeta {
     #[serde(rename = "progressToken")]
     progress_token: Option<ProgressToken>,
+    /// W3C trace context (SEP-414); anything but a string leaves the request to rmcp.
+    traceparent: Option<String>,
 }
 
 struct Request {

@@ -7,14 +7,17 @@
 //! either refusal into a JSON-RPC error answer to the request it was for, marked like the
 //! stdio side's ([`super::size_guard::TOO_LARGE_MARK`]), so the call fails at once with
 //! `MESSAGE_TOO_LARGE` and the session goes on. The size is not known (rmcp stops reading at
-//! the limit), so only the limit is named.
+//! the limit), so only the limit is named. A request whose `_meta` carries a `traceparent`
+//! also gets it as the W3C header.
 
 use std::{collections::HashMap, sync::Arc};
 
 use futures::{StreamExt, stream::BoxStream};
 use http::{HeaderName, HeaderValue};
 use rmcp::{
-    model::{ClientJsonRpcMessage, ErrorData, RequestId, ServerJsonRpcMessage},
+    model::{
+        ClientJsonRpcMessage, ErrorData, GetMeta, JsonRpcMessage, RequestId, ServerJsonRpcMessage,
+    },
     transport::streamable_http_client::{
         SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
         StreamableHttpResponseLimits,
@@ -84,6 +87,22 @@ pub(super) fn same_origin_redirects() -> reqwest::redirect::Policy {
             attempt.follow()
         }
     })
+}
+
+/// `headers` plus the message's `_meta.traceparent` (SEP-414, which
+/// [`super::Upstream::call`] sets) as the W3C `traceparent` header that HTTP servers and
+/// proxies read.
+fn with_traceparent(
+    message: &ClientJsonRpcMessage,
+    mut headers: HashMap<HeaderName, HeaderValue>,
+) -> HashMap<HeaderName, HeaderValue> {
+    if let JsonRpcMessage::Request(request) = message
+        && let Some(traceparent) = request.request.get_meta().get_traceparent()
+        && let Ok(value) = HeaderValue::from_str(traceparent)
+    {
+        headers.insert(HeaderName::from_static("traceparent"), value);
+    }
+    headers
 }
 
 /// The error answer standing in for `id`'s answer over `limit`.
@@ -182,6 +201,7 @@ impl StreamableHttpClient for BoundedHttp {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        let custom_headers = with_traceparent(&message, custom_headers);
         let id = match &message {
             ClientJsonRpcMessage::Request(request) => Some(request.id.clone()),
             _ => None,

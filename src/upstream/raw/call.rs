@@ -162,7 +162,7 @@ impl Upstream {
     /// [`Upstream::call`] over the raw path: the request is written as bytes and the answer
     /// comes back as the line it was. Progress, cancel and the relay of the server's requests
     /// behave as in `call`. Call it only while [`Upstream::raw_link`] is `Some`.
-    #[tracing::instrument(level = "debug", skip_all, fields(server = %self.name, tool = tool))]
+    #[tracing::instrument(name = "upstream tools/call", target = "toolgate::call::upstream", level = "debug", skip_all, fields(otel.kind = "client", server = %self.name, tool = tool))]
     pub async fn call_raw(
         &self,
         tool: &str,
@@ -188,9 +188,23 @@ impl Upstream {
         serde_json::to_writer(&mut line, tool).map_err(|e| self.unwritable(e))?;
         line.extend_from_slice(br#","arguments":"#);
         serde_json::to_writer(&mut line, arguments).map_err(|e| self.unwritable(e))?;
-        if ctx.progress.is_some() {
+        let traceparent = crate::telemetry::outgoing(&tracing::Span::current(), ctx.remote);
+        match (ctx.progress.is_some(), traceparent) {
             // The reader hands this call its progress in order with the answer.
-            let _ = write!(line, r#","_meta":{{"progressToken":"tg-{id}"}}"#);
+            (true, None) => {
+                let _ = write!(line, r#","_meta":{{"progressToken":"tg-{id}"}}"#);
+            }
+            (true, Some(traceparent)) => {
+                let _ = write!(
+                    line,
+                    r#","_meta":{{"progressToken":"tg-{id}","traceparent":"{traceparent}"}}"#
+                );
+            }
+            // SEP-414: the trace context of a request travels in its `_meta`.
+            (false, Some(traceparent)) => {
+                let _ = write!(line, r#","_meta":{{"traceparent":"{traceparent}"}}"#);
+            }
+            (false, None) => {}
         }
         line.extend_from_slice(b"}}\n");
         let answer = tokio::select! {
