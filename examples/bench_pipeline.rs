@@ -96,6 +96,7 @@ impl Variant {
                     cancel: CancellationToken::new(),
                     progress: None,
                     session: None,
+                    rounds: None,
                 };
                 upstream
                     .call("echo", Some(echo_args()), context)

@@ -15,6 +15,7 @@ pub mod guard;
 pub mod http;
 pub mod lines;
 mod offers;
+mod rounds;
 pub mod stdio;
 
 use std::sync::Arc;
@@ -85,7 +86,13 @@ impl GatewayService {
     }
 
     /// The pipeline's call for a `tools/call` from this session.
-    fn call_of(&self, peer: &Peer<RoleServer>, request: CallRequest) -> Call {
+    /// `rounds`: a 2026-07-28 call's sink for the upstream's requests ([`crate::rounds`]).
+    fn call_of(
+        &self,
+        peer: &Peer<RoleServer>,
+        request: CallRequest,
+        rounds: Option<crate::rounds::AskSink>,
+    ) -> Call {
         self.gateway
             .relay
             .register(self.session, &self.profile, peer);
@@ -101,6 +108,7 @@ impl GatewayService {
             client: Some(Caller {
                 peer: peer.clone(),
                 session: self.session,
+                rounds,
             }),
             sub_call_id: None,
         }
@@ -114,7 +122,7 @@ impl GatewayService {
         request: CallRequest,
     ) -> Result<crate::pipeline::Answer, McpError> {
         self.settled().await?;
-        let call = self.call_of(peer, request);
+        let call = self.call_of(peer, request, None);
         let view = self.view();
         match self
             .gateway
@@ -201,13 +209,16 @@ impl ServerHandler for GatewayService {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         self.settled().await?;
+        if Self::modern(&context) {
+            return self.call_in_rounds(request, context).await;
+        }
         let request = CallRequest {
             name: request.name.into_owned(),
             arguments: request.arguments,
             progress: context.meta.get_progress_token(),
             cancel: context.ct.clone(),
         };
-        let call = self.call_of(&context.peer, request);
+        let call = self.call_of(&context.peer, request, None);
         let view = self.view();
         match self.gateway.pipeline.execute(&view, call).await {
             Ok(result) => Ok(result.into()),

@@ -91,4 +91,5 @@ pub mod pinning;
 pub mod pipeline;
 pub mod registry;
 pub mod relay;
+pub mod rounds;
 pub mod upstream;

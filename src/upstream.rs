@@ -150,6 +150,8 @@ pub struct CallContext {
     /// The calling session: while the call is in flight, the upstream's requests and log
     /// messages go to it.
     pub session: Option<crate::relay::SessionId>,
+    /// For a 2026-07-28 call: where the upstream's requests go ([`crate::rounds`]).
+    pub rounds: Option<crate::rounds::AskSink>,
 }
 
 /// One upstream server: its state and, while connected, the client peer to call it through.
@@ -287,9 +289,10 @@ impl Upstream {
     ) -> Result<CallToolResult, UpstreamError> {
         let peer = self.current_peer()?;
         // While this call runs, the server's requests and log messages go to its caller.
-        let _in_flight = ctx
-            .session
-            .map(|session| self.relay.begin_call(&self.name, session));
+        let _in_flight = ctx.session.map(|session| {
+            self.relay
+                .begin_call(&self.name, session, ctx.rounds.clone())
+        });
         let request = ClientRequest::CallToolRequest(CallToolRequest::new({
             let mut params = CallToolRequestParams::new(tool.to_owned());
             params.arguments = arguments;
