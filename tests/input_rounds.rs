@@ -85,6 +85,10 @@ async fn call_modern(client: &Modern, name: &str, args: Value) -> rmcp::model::C
 
 /// The three kinds of request each reach the client and its answer reaches the upstream.
 async fn asks_are_answered(client: &Modern) {
+    let info = client
+        .peer_info()
+        .expect("discover stored the server's info");
+    assert_eq!(info.protocol_version, ProtocolVersion::V_2026_07_28);
     let sampled = call_modern(client, "notes__ask_model", json!({"prompt": "2+2?"})).await;
     assert!(
         text(&sampled).contains("you asked") && text(&sampled).contains("2+2?"),
@@ -331,5 +335,66 @@ async fn over_http_a_state_is_bound_to_the_credential_that_got_it() {
     assert_eq!(
         own["result"]["content"][0]["text"], "user Accept: {\"answer\":\"http\"}",
         "{own}"
+    );
+}
+
+#[tokio::test]
+async fn the_calls_timeout_spans_its_rounds() {
+    let work = Workdir::new(&format!(
+        "[gateway]\ncall_timeout_ms = 1500\n\n{}",
+        server_toml("notes", "notes_server", &[])
+    ));
+    let mut raw = RawStdio::spawn(&work);
+    let ask = json!({"question": "ok?"});
+    raw.send(&modern_call(1, "notes__ask_user", ask.clone(), json!({})))
+        .await;
+    let (key, state) = asked_elicitation(&raw.next_answer().await);
+    // The client takes longer to answer than the whole call may take.
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    raw.send(&modern_call(
+        2,
+        "notes__ask_user",
+        ask,
+        json!({"requestState": state, "inputResponses": {key: accept("late")}}),
+    ))
+    .await;
+    let answer = raw.next_answer().await;
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "tool call timed out after 1500ms",
+        "{answer}"
+    );
+}
+
+#[tokio::test]
+async fn an_unanswered_request_is_asked_again_under_a_new_state() {
+    let work = notes();
+    let mut raw = RawStdio::spawn(&work);
+    let ask = json!({"question": "ok?"});
+    raw.send(&modern_call(1, "notes__ask_user", ask.clone(), json!({})))
+        .await;
+    let (key, state) = asked_elicitation(&raw.next_answer().await);
+    // A retry that answers nothing gets the same request again, under a new state.
+    raw.send(&modern_call(
+        2,
+        "notes__ask_user",
+        ask.clone(),
+        json!({"requestState": state.clone()}),
+    ))
+    .await;
+    let (again_key, again_state) = asked_elicitation(&raw.next_answer().await);
+    assert_eq!(again_key, key);
+    assert_ne!(again_state, state, "a state works once");
+    raw.send(&modern_call(
+        3,
+        "notes__ask_user",
+        ask,
+        json!({"requestState": again_state, "inputResponses": {key: accept("later")}}),
+    ))
+    .await;
+    let answer = raw.next_answer().await;
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "user Accept: {\"answer\":\"later\"}",
+        "{answer}"
     );
 }
