@@ -244,7 +244,11 @@ impl ServerHandler for GatewayService {
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
         self.settled().await?;
-        self.prompt(request, context)
+        if Self::modern(&context) {
+            return self.prompt_in_rounds(request, context).await;
+        }
+        let limit = self.limit(&context, true);
+        self.prompt(request, limit)
             .await
             .map(GetPromptResponse::Complete)
     }
@@ -273,7 +277,11 @@ impl ServerHandler for GatewayService {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         self.settled().await?;
-        self.read(request, context)
+        if Self::modern(&context) {
+            return self.read_in_rounds(request, context).await;
+        }
+        let limit = self.limit(&context, true);
+        self.read(request, limit)
             .await
             .map(ReadResourceResponse::Complete)
     }
@@ -483,6 +491,7 @@ impl GatewayService {
             let limit = crate::upstream::Limit {
                 timeout: std::time::Duration::from_millis(self.gateway.config.call_timeout_ms),
                 cancel: self.gateway.shutdown_token().child_token(),
+                caller: None,
             };
             if let Err(failure) = upstream.unsubscribe(uri, limit).await {
                 tracing::debug!(%server, "unsubscribe after the session ended failed: {failure}");

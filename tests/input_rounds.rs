@@ -398,3 +398,49 @@ async fn an_unanswered_request_is_asked_again_under_a_new_state() {
         "{answer}"
     );
 }
+
+#[tokio::test]
+async fn prompts_and_resource_reads_take_rounds_too() {
+    let work = notes();
+    let mut command = tokio::process::Command::new(toolgate());
+    command.arg("--config").arg(work.config()).arg("serve");
+    let (transport, _) = TokioChildProcess::builder(command)
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn toolgate");
+    let client = tokio::time::timeout(
+        Duration::from_secs(60),
+        Answers.serve_with_lifecycle(transport, modern()),
+    )
+    .await
+    .expect("discover in time")
+    .expect("2026-07-28 discover over stdio");
+
+    let mut get = rmcp::model::GetPromptRequestParams::new("notes__greet");
+    get.arguments = json!({"name": "?"}).as_object().cloned();
+    let prompt = tokio::time::timeout(LIMIT, client.get_prompt(get))
+        .await
+        .expect("prompts/get in time")
+        .expect("prompts/get after an elicitation round");
+    let said = prompt.messages[0]
+        .content
+        .as_text()
+        .map(|t| t.text.as_str());
+    assert_eq!(said, Some("Hello, yes!"));
+
+    let read = rmcp::model::ReadResourceRequestParams::new("notes+note://roots");
+    let read = tokio::time::timeout(LIMIT, client.read_resource(read))
+        .await
+        .expect("resources/read in time")
+        .expect("resources/read after a roots round");
+    match read.contents.first() {
+        Some(rmcp::model::ResourceContents::TextResourceContents { text, uri, .. }) => {
+            assert_eq!(
+                (text.as_str(), uri.as_str()),
+                ("file:///work", "notes+note://roots")
+            );
+        }
+        other => panic!("expected text contents, got {other:?}"),
+    }
+    client.cancel().await.ok();
+}
