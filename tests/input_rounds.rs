@@ -444,3 +444,43 @@ async fn prompts_and_resource_reads_take_rounds_too() {
     }
     client.cancel().await.ok();
 }
+
+#[tokio::test]
+async fn an_approval_hooks_ask_is_a_round_too() {
+    let work = Workdir::new("");
+    let toml = format!(
+        "{}[[hooks]]\nstage = \"pre\"\ncommand = [\"env\", \"POLICY_ASK=echo__echo\", {}]\ntimeout_ms = 3000\n",
+        server_toml("echo", "echo_server", &[]),
+        toml_string(&example("policy_hook").display().to_string()),
+    );
+    std::fs::write(work.config(), toml).expect("write config");
+    let mut raw = RawStdio::spawn(&work);
+    let text = json!({"text": "approved"});
+    raw.send(&modern_call(1, "echo__echo", text.clone(), json!({})))
+        .await;
+    let answer = raw.next_answer().await;
+    let result = &answer["result"];
+    assert_eq!(result["resultType"], "input_required", "{answer}");
+    let requests = result["inputRequests"].as_object().expect("inputRequests");
+    let (key, request) = requests.iter().next().expect("the approval request");
+    assert_eq!(request["method"], "elicitation/create", "{answer}");
+    let message = request["params"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("Allow tool \"echo__echo\"?"),
+        "{answer}"
+    );
+    let state = result["requestState"].as_str().expect("requestState");
+
+    raw.send(&modern_call(
+        2,
+        "echo__echo",
+        text,
+        json!({"requestState": state, "inputResponses": {key.clone(): {"action": "accept", "content": {}}}}),
+    ))
+    .await;
+    let answer = raw.next_answer().await;
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "approved",
+        "{answer}"
+    );
+}
