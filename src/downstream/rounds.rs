@@ -20,6 +20,9 @@ use crate::{
     upstream::Limit,
 };
 
+/// How long a 2026-07-28 HTTP request's session stays known to the relay after its work.
+const LATE_MESSAGES: Duration = Duration::from_secs(2);
+
 impl GatewayService {
     /// Whether the request is of the 2026-07-28 era, whose clients are not sent requests.
     pub(super) fn modern(context: &RequestContext<RoleServer>) -> bool {
@@ -66,8 +69,10 @@ impl GatewayService {
                 .map_err(error::rounds_failed)?,
             None => {
                 // Over HTTP each 2026-07-28 request has a handler (and session number) of its
-                // own: the relay forgets it once the work is done.
+                // own: the relay forgets it shortly after the work is done (what the upstream
+                // said just before its answer, e.g. a log message, may still be on its way).
                 let request_scoped = matches!(owner, Owner::Http { .. });
+                let gateway = self.gateway.clone();
                 let service = self.clone();
                 let peer = context.peer.clone();
                 let capabilities = context.client_capabilities().unwrap_or_default();
@@ -84,7 +89,16 @@ impl GatewayService {
                         async move {
                             let outcome = running.await;
                             if request_scoped {
-                                relay.unregister(session);
+                                let stop = gateway.shutdown_token().clone();
+                                gateway.tasks().spawn(async move {
+                                    tokio::select! {
+                                        // Late messages of the call had their time.
+                                        () = tokio::time::sleep(LATE_MESSAGES) => {}
+                                        // The gateway is stopping.
+                                        () = stop.cancelled() => {}
+                                    }
+                                    relay.unregister(session);
+                                });
                             }
                             outcome
                         }
