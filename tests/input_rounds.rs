@@ -484,3 +484,42 @@ async fn an_approval_hooks_ask_is_a_round_too() {
         "{answer}"
     );
 }
+
+#[tokio::test]
+async fn cancelling_a_retry_cancels_the_upstream_call() {
+    let work = Workdir::new("");
+    let cancels = work.path("cancel.log").display().to_string();
+    let toml = format!(
+        "{}[[hooks]]\nstage = \"pre\"\ncommand = [\"env\", \"POLICY_ASK=echo__sleep\", {}]\ntimeout_ms = 3000\n",
+        server_toml("echo", "echo_server", &[("ECHO_CANCEL_LOG", &cancels)]),
+        toml_string(&example("policy_hook").display().to_string()),
+    );
+    std::fs::write(work.config(), toml).expect("write config");
+    let mut raw = RawStdio::spawn(&work);
+    let sleep = json!({"ms": 30000});
+    raw.send(&modern_call(1, "echo__sleep", sleep.clone(), json!({})))
+        .await;
+    let answer = raw.next_answer().await;
+    let result = &answer["result"];
+    assert_eq!(result["resultType"], "input_required", "{answer}");
+    let key = result["inputRequests"]
+        .as_object()
+        .and_then(|r| r.keys().next().cloned())
+        .expect("the approval request");
+    let state = result["requestState"].as_str().expect("requestState");
+    // Approved: the retry now waits for the 30 s sleep; the client cancels it.
+    raw.send(&modern_call(
+        2,
+        "echo__sleep",
+        sleep,
+        json!({"requestState": state, "inputResponses": {key: {"action": "accept", "content": {}}}}),
+    ))
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    raw.send(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 2, "reason": "test"}}),
+    )
+    .await;
+    wait_for_file(&work.path("cancel.log"), "cancelled sleep", LIMIT).await;
+}
