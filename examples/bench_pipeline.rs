@@ -97,6 +97,7 @@ impl Variant {
                     progress: None,
                     session: None,
                     remote: None,
+                    rounds: None,
                 };
                 upstream
                     .call("echo", Some(echo_args()), context)

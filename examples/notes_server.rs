@@ -1,8 +1,10 @@
 //! `notes-server`: an upstream on stdio that offers everything but tools too: prompts, resources, templates, completion, logging, and tools that ask its client.
 //!
 //! - Resources: `note://welcome` (text), `note://logo` (blob, `image/png`), plus one per note
-//!   added; template `note://{name}` (any name reads as `note <name>`). Subscribe is supported.
-//! - Prompts: `greet` {name} → one user message `Hello, <name>!`; `summary` (no arguments).
+//!   added; template `note://{name}` (any name reads as `note <name>`, except `roots`: the
+//!   client's roots, asked for while reading). Subscribe is supported.
+//! - Prompts: `greet` {name} → one user message `Hello, <name>!` (name `?`: the client is
+//!   asked for it by an elicitation first); `summary` (no arguments).
 //! - Completion: `greet`'s `name` and the template's `name` complete from `alice`, `bob`.
 //! - Tools: `log` {message, level?} sends it as a log message at `level` (`info` unless
 //!   `debug` or `error`) (logger `notes`) and returns
@@ -217,10 +219,34 @@ impl ServerHandler for Notes {
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
         let args = request.arguments.unwrap_or_default();
         let message = match request.name.as_str() {
+            "greet" if arg(&args, "name")? == "?" => {
+                let schema = rmcp::model::ElicitationSchema::builder()
+                    .required_string("answer")
+                    .build()
+                    .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+                let params = ElicitRequestParams::FormElicitationParams {
+                    meta: None,
+                    message: "Whom to greet?".into(),
+                    requested_schema: schema,
+                };
+                let answer = context
+                    .peer
+                    .create_elicitation(params)
+                    .await
+                    .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+                let name = answer
+                    .content
+                    .as_ref()
+                    .and_then(|c| c.get("answer"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("nobody")
+                    .to_owned();
+                format!("Hello, {name}!")
+            }
             "greet" => format!("Hello, {}!", arg(&args, "name")?),
             "summary" => "Summarise the notes.".to_owned(),
             other => {
@@ -262,10 +288,18 @@ impl ServerHandler for Notes {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         let uri = request.uri;
-        let contents = if uri == "note://logo" {
+        let contents = if uri == "note://roots" {
+            let roots = context
+                .peer
+                .list_roots()
+                .await
+                .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+            let uris: Vec<String> = roots.roots.into_iter().map(|r| r.uri).collect();
+            ResourceContents::text(uris.join(","), uri)
+        } else if uri == "note://logo" {
             ResourceContents::blob("iVBORw0KGgo=", uri).with_mime_type("image/png")
         } else {
             match self.note_text(&uri) {

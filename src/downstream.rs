@@ -16,6 +16,7 @@ pub mod guard;
 pub mod http;
 pub mod lines;
 mod offers;
+mod rounds;
 pub mod stdio;
 
 use std::sync::Arc;
@@ -88,7 +89,13 @@ impl GatewayService {
     }
 
     /// The pipeline's call for a `tools/call` from this session.
-    fn call_of(&self, peer: &Peer<RoleServer>, request: CallRequest) -> Call {
+    /// `rounds`: a 2026-07-28 call's sink for the upstream's requests ([`crate::rounds`]).
+    fn call_of(
+        &self,
+        peer: &Peer<RoleServer>,
+        request: CallRequest,
+        rounds: Option<crate::rounds::AskSink>,
+    ) -> Call {
         self.gateway
             .relay
             .register(self.session, &self.profile, peer);
@@ -104,6 +111,7 @@ impl GatewayService {
             client: Some(Caller {
                 peer: peer.clone(),
                 session: self.session,
+                rounds,
             }),
             sub_call_id: None,
             trace: crate::telemetry::Trace {
@@ -121,7 +129,7 @@ impl GatewayService {
         request: CallRequest,
     ) -> Result<crate::pipeline::Answer, McpError> {
         self.settled().await?;
-        let call = self.call_of(peer, request);
+        let call = self.call_of(peer, request, None);
         let view = self.view();
         match self
             .gateway
@@ -208,18 +216,18 @@ impl ServerHandler for GatewayService {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         self.settled().await?;
-        let traceparent = context.meta.get_traceparent().or_else(|| {
-            let parts = context.extensions.get::<::http::request::Parts>()?;
-            parts.headers.get("traceparent")?.to_str().ok()
-        });
+        if Self::modern(&context) {
+            return self.call_in_rounds(request, context).await;
+        }
+        let traceparent = traceparent_of(&context);
         let request = CallRequest {
             name: request.name.into_owned(),
             arguments: request.arguments,
             progress: context.meta.get_progress_token(),
             cancel: context.ct.clone(),
-            traceparent: traceparent.and_then(crate::telemetry::Traceparent::parse),
+            traceparent,
         };
-        let call = self.call_of(&context.peer, request);
+        let call = self.call_of(&context.peer, request, None);
         let view = self.view();
         match self.gateway.pipeline.execute(&view, call).await {
             Ok(result) => Ok(result.into()),
@@ -245,7 +253,11 @@ impl ServerHandler for GatewayService {
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
         self.settled().await?;
-        self.prompt(request, context)
+        if Self::modern(&context) {
+            return self.prompt_in_rounds(request, context).await;
+        }
+        let limit = self.limit(&context, true);
+        self.prompt(request, limit)
             .await
             .map(GetPromptResponse::Complete)
     }
@@ -274,7 +286,11 @@ impl ServerHandler for GatewayService {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         self.settled().await?;
-        self.read(request, context)
+        if Self::modern(&context) {
+            return self.read_in_rounds(request, context).await;
+        }
+        let limit = self.limit(&context, true);
+        self.read(request, limit)
             .await
             .map(ReadResourceResponse::Complete)
     }
@@ -500,6 +516,7 @@ impl GatewayService {
             let limit = crate::upstream::Limit {
                 timeout: std::time::Duration::from_millis(self.gateway.config.call_timeout_ms),
                 cancel: self.gateway.shutdown_token().child_token(),
+                caller: None,
             };
             if let Err(failure) = upstream.unsubscribe(uri, limit).await {
                 tracing::debug!(%server, "unsubscribe after the session ended failed: {failure}");
@@ -545,4 +562,15 @@ impl Termination {
             let _ = tokio::signal::ctrl_c().await;
         }
     }
+}
+
+/// The client's W3C `traceparent` of a request: from its `_meta`, else (HTTP) its header.
+pub(crate) fn traceparent_of(
+    context: &RequestContext<RoleServer>,
+) -> Option<crate::telemetry::Traceparent> {
+    let text = context.meta.get_traceparent().or_else(|| {
+        let parts = context.extensions.get::<::http::request::Parts>()?;
+        parts.headers.get("traceparent")?.to_str().ok()
+    });
+    text.and_then(crate::telemetry::Traceparent::parse)
 }

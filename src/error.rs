@@ -71,3 +71,18 @@ pub fn request_failed(error: UpstreamError) -> ErrorData {
         other => ErrorData::internal_error(other.to_string(), Some(json!({ "code": code }))),
     }
 }
+
+/// Turns a refused or failed round of a 2026-07-28 multi round-trip request
+/// ([`crate::rounds`]) into the JSON-RPC error the client receives: `-32602` for a
+/// `requestState` or `inputResponses` toolgate cannot take, else `-32603`; the stable code
+/// in `data.code`.
+pub fn rounds_failed(error: crate::rounds::RoundsError) -> ErrorData {
+    use crate::rounds::RoundsError;
+    let data = Some(json!({ "code": error.code() }));
+    match error {
+        RoundsError::UnknownState
+        | RoundsError::Mismatch { .. }
+        | RoundsError::InvalidResponse { .. } => ErrorData::invalid_params(error.to_string(), data),
+        _ => ErrorData::internal_error(error.to_string(), data),
+    }
+}

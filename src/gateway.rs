@@ -111,6 +111,8 @@ pub struct Gateway {
     pub pipeline: Arc<Pipeline>,
     /// Where upstream log messages, resource updates and server requests find their sessions.
     pub relay: Arc<Relay>,
+    /// 2026-07-28 requests waiting for their client's input ([`crate::rounds`]).
+    pub rounds: Arc<crate::rounds::Rounds>,
     /// Admits calls until the gateway stops; then lets those in flight finish or cancels them.
     pub drain: Arc<Drain>,
     /// The configured hooks, for their processes to be stopped with the gateway.
@@ -184,6 +186,8 @@ impl Gateway {
             }
             .run(events, grace, shutdown.clone()),
         );
+        let rounds = Arc::new(crate::rounds::Rounds::default());
+        tasks.spawn(rounds.clone().expire_until(shutdown.clone()));
         let (stages, hooks) = stages(&config, options.stages, audit);
         let drain = Arc::new(Drain::new(std::time::Duration::from_millis(
             config.drain_grace_ms,
@@ -198,6 +202,7 @@ impl Gateway {
             config,
             upstreams,
             relay,
+            rounds,
             drain,
             hooks,
             views,

@@ -75,7 +75,11 @@
 //! # Something an upstream asks
 //! an upstream's `sampling/createMessage` (or elicitation, roots) during a call → its
 //! [`upstream`] client handler → [`relay::Relay::requester`] picks the session with a call
-//! in flight on that server → the client's answer goes back to the upstream.
+//! in flight on that server → the client's answer goes back to the upstream. For a 2026-07-28
+//! call the request goes to the call's [`rounds::AskSink`] instead: the call's work runs in a
+//! task ([`rounds::Exchange`]), the client is answered with an `InputRequiredResult` and a
+//! `requestState` naming the parked exchange, and its retry's `inputResponses` go back to the
+//! upstream ([`rounds`]).
 //!
 //! # A change
 //! upstream `notifications/{tools,prompts,resources}/list_changed` → its supervisor
@@ -100,5 +104,6 @@ pub mod pinning;
 pub mod pipeline;
 pub mod registry;
 pub mod relay;
+pub mod rounds;
 pub mod telemetry;
 pub mod upstream;

@@ -211,6 +211,7 @@ async fn dispatch(
         progress: call.progress.clone(),
         session: call.client.as_ref().map(|c| c.session),
         remote: call.remote,
+        rounds: call.client.as_ref().and_then(|c| c.rounds.clone()),
     };
     if call.raw && upstream.raw_link().is_some() {
         pipeline.metrics.count_raw_upstream_call();

@@ -5,6 +5,9 @@
 //!   the session with a call in flight on that server. With none in flight, to the only
 //!   session that sees the server. Several candidates, none, or a session whose client did
 //!   not declare the capability: a JSON-RPC error, never an answer made up by toolgate.
+//!   A 2026-07-28 call takes them as `InputRequiredResult` rounds ([`crate::rounds`]): the
+//!   request goes to that call's [`AskSink`]; a session with several such calls in flight on
+//!   the server cannot tell which one it belongs to (an error too).
 //! - **Log messages** go to the sessions with a call in flight on that server; with none in
 //!   flight, to every session that sees the server. Each session gets only messages at or
 //!   above the level it set with `logging/setLevel`. The logger name carries the server:
@@ -35,6 +38,7 @@ use tokio::sync::watch;
 use crate::{
     config::{ProfileName, ServerId},
     registry::Views,
+    rounds::AskSink,
 };
 
 /// One downstream session, numbered in this gateway's lifetime.
@@ -45,6 +49,16 @@ pub type SessionId = u64;
 pub struct Caller {
     pub peer: Peer<RoleServer>,
     pub session: SessionId,
+    /// A 2026-07-28 call: where the upstream's requests go instead of `peer`.
+    pub rounds: Option<AskSink>,
+}
+
+/// Where an upstream's request goes.
+pub enum Route {
+    /// A request to the client session (2025-era).
+    Client(Peer<RoleServer>),
+    /// An input request of a 2026-07-28 call.
+    Rounds(AskSink),
 }
 
 /// What an upstream asks a client for.
@@ -56,7 +70,7 @@ pub enum Ask {
 }
 
 impl Ask {
-    fn method(self) -> &'static str {
+    pub fn method(self) -> &'static str {
         match self {
             Ask::Sampling => "sampling/createMessage",
             Ask::Elicitation => "elicitation/create",
@@ -88,13 +102,21 @@ struct Session {
 #[derive(Default)]
 struct Inner {
     sessions: HashMap<SessionId, Session>,
-    /// Per server, one entry per call in flight, by session.
-    in_flight: HashMap<ServerId, Vec<SessionId>>,
+    /// Per server, one entry per call in flight.
+    in_flight: HashMap<ServerId, Vec<Busy>>,
+}
+
+/// One call in flight on a server.
+struct Busy {
+    call: u64,
+    session: SessionId,
+    rounds: Option<AskSink>,
 }
 
 /// The sessions the gateway serves, as far as upstream traffic must reach them.
 pub struct Relay {
     next: AtomicU64,
+    next_call: AtomicU64,
     inner: Mutex<Inner>,
     views: watch::Receiver<Arc<Views>>,
 }
@@ -103,14 +125,14 @@ pub struct Relay {
 pub struct InFlight {
     relay: Arc<Relay>,
     server: ServerId,
-    session: SessionId,
+    call: u64,
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
         let mut inner = self.relay.lock();
         if let Some(calls) = inner.in_flight.get_mut(&self.server) {
-            if let Some(at) = calls.iter().position(|s| *s == self.session) {
+            if let Some(at) = calls.iter().position(|b| b.call == self.call) {
                 calls.swap_remove(at);
             }
             if calls.is_empty() {
@@ -137,6 +159,7 @@ impl Relay {
     pub fn new(views: watch::Receiver<Arc<Views>>) -> Self {
         Self {
             next: AtomicU64::new(1),
+            next_call: AtomicU64::new(1),
             inner: Mutex::new(Inner::default()),
             views,
         }
@@ -188,17 +211,28 @@ impl Relay {
             .collect()
     }
 
-    /// Marks a call of `session` in flight on `server` until the guard drops.
-    pub fn begin_call(self: &Arc<Self>, server: &ServerId, session: SessionId) -> InFlight {
+    /// Marks a call of `session` in flight on `server` until the guard drops; `rounds` for a
+    /// 2026-07-28 call.
+    pub fn begin_call(
+        self: &Arc<Self>,
+        server: &ServerId,
+        session: SessionId,
+        rounds: Option<AskSink>,
+    ) -> InFlight {
+        let call = self.next_call.fetch_add(1, Ordering::Relaxed);
         self.lock()
             .in_flight
             .entry(server.clone())
             .or_default()
-            .push(session);
+            .push(Busy {
+                call,
+                session,
+                rounds,
+            });
         InFlight {
             relay: self.clone(),
             server: server.clone(),
-            session,
+            call,
         }
     }
 
@@ -266,7 +300,11 @@ impl Relay {
 
     /// The sessions with a call in flight on `server`, else those that see it.
     fn audience(&self, inner: &Inner, server: &ServerId) -> Vec<SessionId> {
-        let mut busy: Vec<SessionId> = inner.in_flight.get(server).cloned().unwrap_or_default();
+        let mut busy: Vec<SessionId> = inner
+            .in_flight
+            .get(server)
+            .map(|calls| calls.iter().map(|b| b.session).collect())
+            .unwrap_or_default();
         busy.sort_unstable();
         busy.dedup();
         busy.retain(|s| inner.sessions.contains_key(s));
@@ -320,14 +358,37 @@ impl Relay {
         }
     }
 
-    /// The client session that must answer `ask` for `server` (module doc), or the error to
-    /// answer the upstream with.
-    pub fn requester(&self, server: &ServerId, ask: Ask) -> Result<Peer<RoleServer>, ErrorData> {
+    /// Where `ask` from `server` must go (module doc), or the error to answer the upstream
+    /// with.
+    pub fn requester(&self, server: &ServerId, ask: Ask) -> Result<Route, ErrorData> {
         let inner = self.lock();
         let candidates = self.audience(&inner, server);
         let method = ask.method();
         let peer = match candidates.as_slice() {
-            [one] => inner.sessions.get(one).map(|s| s.peer.clone()),
+            [one] => {
+                let rounds: Vec<&AskSink> = inner
+                    .in_flight
+                    .get(server)
+                    .into_iter()
+                    .flatten()
+                    .filter(|b| b.session == *one)
+                    .filter_map(|b| b.rounds.as_ref())
+                    .collect();
+                match rounds.as_slice() {
+                    [] => inner.sessions.get(one).map(|s| s.peer.clone()),
+                    [sink] if sink.declared(ask) => return Ok(Route::Rounds((*sink).clone())),
+                    [_] => return Err(undeclared(method, server)),
+                    many => {
+                        return Err(ErrorData::internal_error(
+                            format!(
+                                "toolgate cannot tell which of {} calls of one client session should answer {method} from server \"{server}\"",
+                                many.len()
+                            ),
+                            None,
+                        ));
+                    }
+                }
+            }
             [] => None,
             many => {
                 return Err(ErrorData::internal_error(
@@ -348,15 +409,29 @@ impl Relay {
                 None,
             ));
         };
-        if !ask.declared_by(&peer) {
+        if peer.peer_info().is_none() {
+            // A session opened with `server/discover`: it is asked only in answer to a call.
             return Err(ErrorData::new(
                 ErrorCode::METHOD_NOT_FOUND,
                 format!(
-                    "the client of this session did not declare the capability for {method} (server \"{server}\")"
+                    "the only client session that could answer {method} from server \"{server}\" speaks 2026-07-28, whose clients are asked only during a call of theirs"
                 ),
                 None,
             ));
         }
-        Ok(peer)
+        if !ask.declared_by(&peer) {
+            return Err(undeclared(method, server));
+        }
+        Ok(Route::Client(peer))
     }
+}
+
+fn undeclared(method: &str, server: &ServerId) -> ErrorData {
+    ErrorData::new(
+        ErrorCode::METHOD_NOT_FOUND,
+        format!(
+            "the client of this session did not declare the capability for {method} (server \"{server}\")"
+        ),
+        None,
+    )
 }

@@ -165,6 +165,8 @@ pub struct CallContext {
     /// The client's `traceparent`, passed on when spans are not exported
     /// ([`crate::telemetry::outgoing`]).
     pub remote: Option<crate::telemetry::Traceparent>,
+    /// For a 2026-07-28 call: where the upstream's requests go ([`crate::rounds`]).
+    pub rounds: Option<crate::rounds::AskSink>,
 }
 
 /// One upstream server: its state and, while connected, the client peer to call it through.
@@ -302,9 +304,10 @@ impl Upstream {
     ) -> Result<CallToolResult, UpstreamError> {
         let peer = self.current_peer()?;
         // While this call runs, the server's requests and log messages go to its caller.
-        let _in_flight = ctx
-            .session
-            .map(|session| self.relay.begin_call(&self.name, session));
+        let _in_flight = ctx.session.map(|session| {
+            self.relay
+                .begin_call(&self.name, session, ctx.rounds.clone())
+        });
         let request = ClientRequest::CallToolRequest(CallToolRequest::new({
             let mut params = CallToolRequestParams::new(tool.to_owned());
             params.arguments = arguments;

@@ -195,65 +195,46 @@ async fn client_uses_everything(sdk: Sdk, via: Via) {
         "{prompt}"
     );
 
-    if sdk == Sdk::PythonAuto {
-        // Not relayed yet: a 2026-07-28 client answers sampling and elicitation through
-        // `InputRequiredResult` rounds, not server-to-client requests, and toolgate has no
-        // such round yet (README, "Not yet"). What it must do meanwhile is fail the call with
-        // an error naming why, never answer for the client.
-        for (step, method) in [
-            ("sampling", "sampling/createMessage"),
-            ("elicitation", "elicitation/create"),
-        ] {
-            let line = observed.step(step);
-            assert_eq!(line["asked"], json!([]), "{line}");
-            assert_eq!(line["is_error"], true, "{line}");
-            let said = strings(&line["texts"]).join("\n");
-            assert!(
-                said.contains(&format!(
-                    "did not declare the capability for {method} (server \"everything\")"
-                )),
-                "{line}"
-            );
-        }
-    } else {
-        let sampling = observed.step("sampling");
-        let asked = sampling["asked"].as_array().expect("sampling requests");
-        assert_eq!(
-            asked.len(),
-            1,
-            "one sampling request reached the client: {sampling}"
-        );
-        assert_eq!(
-            asked[0]["messages"][0]["content"]["text"],
-            format!("Resource trigger-sampling-request context: ask {nonce}")
-        );
-        assert_eq!(asked[0]["maxTokens"], 100);
-        let answered = ok_texts(&observed, "sampling").join("\n");
-        assert!(
-            answered.contains(&format!("\"text\": \"sampled answer {nonce}\""))
-                && answered.contains("\"model\": \"interop-model\""),
-            "the client's answer reached server-everything: {answered}"
-        );
+    // A 2026-07-28 client (the Python SDK's default mode) gets the upstream's requests as
+    // `InputRequiredResult` rounds and retries; the others are sent them mid-call. Both
+    // must see the same requests and get the same answers through.
+    let sampling = observed.step("sampling");
+    let asked = sampling["asked"].as_array().expect("sampling requests");
+    assert_eq!(
+        asked.len(),
+        1,
+        "one sampling request reached the client: {sampling}"
+    );
+    assert_eq!(
+        asked[0]["messages"][0]["content"]["text"],
+        format!("Resource trigger-sampling-request context: ask {nonce}")
+    );
+    assert_eq!(asked[0]["maxTokens"], 100);
+    let answered = ok_texts(&observed, "sampling").join("\n");
+    assert!(
+        answered.contains(&format!("\"text\": \"sampled answer {nonce}\""))
+            && answered.contains("\"model\": \"interop-model\""),
+        "the client's answer reached server-everything: {answered}"
+    );
 
-        let elicitation = observed.step("elicitation");
-        let asked = elicitation["asked"].as_array().expect("elicitations");
-        assert_eq!(
-            asked.len(),
-            1,
-            "one elicitation reached the client: {elicitation}"
-        );
-        assert_eq!(
-            asked[0]["message"],
-            "Please provide inputs for the following fields:"
-        );
-        assert_eq!(asked[0]["requestedSchema"]["required"], json!(["name"]));
-        let answered = ok_texts(&observed, "elicitation").join("\n");
-        assert!(
-            answered.contains(&format!("- Name: Ada {nonce}"))
-                && answered.contains("- Agreed to terms: true"),
-            "the client's answer reached server-everything: {answered}"
-        );
-    }
+    let elicitation = observed.step("elicitation");
+    let asked = elicitation["asked"].as_array().expect("elicitations");
+    assert_eq!(
+        asked.len(),
+        1,
+        "one elicitation reached the client: {elicitation}"
+    );
+    assert_eq!(
+        asked[0]["message"],
+        "Please provide inputs for the following fields:"
+    );
+    assert_eq!(asked[0]["requestedSchema"]["required"], json!(["name"]));
+    let answered = ok_texts(&observed, "elicitation").join("\n");
+    assert!(
+        answered.contains(&format!("- Name: Ada {nonce}"))
+            && answered.contains("- Agreed to terms: true"),
+        "the client's answer reached server-everything: {answered}"
+    );
 
     let logging = observed.step("logging");
     let logs = logging["logs"].as_array().expect("log messages");

@@ -24,10 +24,12 @@ use crate::{
 };
 
 impl GatewayService {
-    fn limit(&self, context: &RequestContext<RoleServer>) -> Limit {
+    /// `caller`: the upstream's requests meanwhile go to this session.
+    pub(super) fn limit(&self, context: &RequestContext<RoleServer>, caller: bool) -> Limit {
         Limit {
             timeout: Duration::from_millis(self.gateway.config.call_timeout_ms),
             cancel: context.ct.clone(),
+            caller: caller.then_some((self.session, None)),
         }
     }
 
@@ -94,7 +96,7 @@ impl GatewayService {
     pub(super) async fn prompt(
         &self,
         mut request: GetPromptRequestParams,
-        context: RequestContext<RoleServer>,
+        limit: Limit,
     ) -> Result<GetPromptResult, McpError> {
         let view = self.view();
         let Some(named) = view.offers().prompt(&request.name) else {
@@ -104,9 +106,13 @@ impl GatewayService {
             ));
         };
         request.name = named.upstream.clone();
+        // A 2026-07-28 retry's answers are toolgate's to use; the 2025-era upstream never
+        // asked for them.
+        request.input_responses = None;
+        request.request_state = None;
         let upstream = self.upstream(&named.server)?;
         upstream
-            .get_prompt(request, self.limit(&context))
+            .get_prompt(request, limit)
             .await
             .map_err(error::request_failed)
     }
@@ -127,13 +133,15 @@ impl GatewayService {
     pub(super) async fn read(
         &self,
         mut request: ReadResourceRequestParams,
-        context: RequestContext<RoleServer>,
+        limit: Limit,
     ) -> Result<ReadResourceResult, McpError> {
         let route = self.route(&request.uri)?;
         request.uri = route.upstream_uri.clone();
+        request.input_responses = None;
+        request.request_state = None;
         let upstream = self.upstream(&route.server)?;
         let mut result = upstream
-            .read_resource(request, self.limit(&context))
+            .read_resource(request, limit)
             .await
             .map_err(error::request_failed)?;
         // The contents name the URIs the upstream knows; the client knows them prefixed.
@@ -160,7 +168,7 @@ impl GatewayService {
         if relay.subscribe(self.session, &route.server, &route.upstream_uri, &uri) {
             let subscribed = self
                 .upstream(&route.server)?
-                .subscribe(route.upstream_uri.clone(), self.limit(&context))
+                .subscribe(route.upstream_uri.clone(), self.limit(&context, false))
                 .await;
             if let Err(failure) = subscribed {
                 relay.unsubscribe(self.session, &route.server, &route.upstream_uri);
@@ -182,7 +190,7 @@ impl GatewayService {
             .unsubscribe(self.session, &route.server, &route.upstream_uri)
         {
             self.upstream(&route.server)?
-                .unsubscribe(route.upstream_uri, self.limit(&context))
+                .unsubscribe(route.upstream_uri, self.limit(&context, false))
                 .await
                 .map_err(error::request_failed)?;
         }
@@ -222,7 +230,7 @@ impl GatewayService {
             }
         };
         self.upstream(&server)?
-            .complete(request, self.limit(&context))
+            .complete(request, self.limit(&context, false))
             .await
             .map_err(error::request_failed)
     }
@@ -245,7 +253,7 @@ impl GatewayService {
             if !logs || !view.shows_server(upstream.name()) {
                 continue;
             }
-            let limit = self.limit(&context);
+            let limit = self.limit(&context, false);
             if let Err(failure) = upstream.set_level(upstream_level, limit).await {
                 tracing::warn!(server = %upstream.name(), "logging/setLevel failed: {failure}");
             }

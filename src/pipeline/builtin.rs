@@ -2,13 +2,20 @@
 
 use std::{collections::HashMap, time::Duration};
 
-use rmcp::model::{CallToolResult, ElicitRequestParams, ElicitationAction, ElicitationSchema};
+use rmcp::{
+    model::{
+        CallToolResult, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction,
+        ElicitationSchema, InputRequest,
+    },
+    service::ServiceError,
+};
 use tokio_util::sync::CancellationToken;
 
 use rmcp::model::Tool;
 
 use super::{Answer, Around, BoxFuture, CallError, DENIED, Next, ToolCall};
 use crate::config::{Config, Retry, ServerId, ToolPolicy};
+use crate::relay::Ask;
 
 /// Limits configured for one server and its tools.
 #[derive(Debug, Clone, Default)]
@@ -181,26 +188,40 @@ pub fn check_size(result: &CallToolResult, limit: usize) -> Result<(), CallError
 /// How long an approval request may wait for the user.
 pub const APPROVAL_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// `ask`: elicits approval from the calling client when it declared elicitation (and speaks
-/// a protocol that allows server requests); otherwise the call is denied.
+/// `ask`: elicits approval from the calling client when it declared elicitation: sent to a
+/// 2025-era session, asked in an input round of a 2026-07-28 call; otherwise the call is
+/// denied.
 pub async fn ask(
     call: &ToolCall,
     reason: &str,
     cancel: &CancellationToken,
 ) -> Result<(), CallError> {
     let name = &call.entry.exposed;
-    let client = call.client.as_ref().map(|c| &c.peer).filter(|peer| {
-        peer.peer_info()
-            .is_some_and(|info| info.capabilities.elicitation.is_some())
-    });
-    let Some(client) = client else {
+    // A 2026-07-28 call asks through its input rounds ([`crate::rounds`]), with the
+    // capabilities its request declared; a 2025-era session is sent the request.
+    let rounds = call
+        .client
+        .as_ref()
+        .and_then(|c| c.rounds.as_ref())
+        .filter(|sink| sink.declared(Ask::Elicitation));
+    let modern = call.client.as_ref().is_some_and(|c| c.rounds.is_some());
+    let client = call
+        .client
+        .as_ref()
+        .map(|c| &c.peer)
+        .filter(|peer| {
+            peer.peer_info()
+                .is_some_and(|info| info.capabilities.elicitation.is_some())
+        })
+        .filter(|_| !modern);
+    if rounds.is_none() && client.is_none() {
         return Err(CallError::Denied {
             reason: format!(
                 "tool \"{name}\" requires approval, but no approval channel is available"
             ),
             code: DENIED,
         });
-    };
+    }
     let request = ElicitRequestParams::FormElicitationParams {
         meta: None,
         message: format!("Allow tool \"{name}\"? {reason}"),
@@ -210,9 +231,28 @@ pub async fn ask(
         reason: format!("approval for tool \"{name}\" was cancelled"),
         code: DENIED,
     };
+    let asking = async {
+        match (rounds, client) {
+            (Some(sink), _) => {
+                let input = InputRequest::Elicitation(ElicitRequest::new(request));
+                let value = sink
+                    .ask(Ask::Elicitation, input)
+                    .await
+                    .map_err(ServiceError::McpError)?;
+                serde_json::from_value::<ElicitResult>(value).map_err(|e| {
+                    ServiceError::McpError(rmcp::model::ErrorData::internal_error(
+                        e.to_string(),
+                        None,
+                    ))
+                })
+            }
+            (None, Some(client)) => client.create_elicitation(request).await,
+            (None, None) => Err(ServiceError::UnexpectedResponse),
+        }
+    };
     let answer = tokio::select! {
         // The user answered (or the request failed).
-        answer = client.create_elicitation(request) => answer,
+        answer = asking => answer,
         // Nobody answered in time: an approval cannot hold a call forever.
         () = tokio::time::sleep(APPROVAL_TIMEOUT) => return Err(cancelled()),
         // The client cancelled the call meanwhile.

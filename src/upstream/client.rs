@@ -8,10 +8,10 @@ use std::sync::Arc;
 use rmcp::{
     ClientHandler, ErrorData, RoleClient,
     model::{
-        ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
-        ElicitRequestParams, ElicitResult, Implementation, ListRootsResult,
-        LoggingMessageNotificationParam, ProgressNotificationParam,
-        ResourceUpdatedNotificationParam,
+        ClientCapabilities, ClientConfig, CreateMessageRequest, CreateMessageRequestParams,
+        CreateMessageResult, ElicitRequest, ElicitRequestParams, ElicitResult, Implementation,
+        InputRequest, ListRootsRequest, ListRootsResult, LoggingMessageNotificationParam,
+        ProgressNotificationParam, ResourceUpdatedNotificationParam,
     },
     service::{NotificationContext, RequestContext, ServiceError},
 };
@@ -20,7 +20,7 @@ use tokio::sync::Notify;
 use super::{ProgressRoutes, flood::LogBudget};
 use crate::{
     config::ServerId,
-    relay::{Ask, Relay},
+    relay::{Ask, Relay, Route},
 };
 
 /// What the supervisor re-imports when the server announces a change.
@@ -56,23 +56,42 @@ impl UpstreamClient {
         }
     }
 
-    /// Asks the client session that `ask` belongs to, and relays its answer or error.
-    async fn ask_client<T>(
+    /// Asks the client that `ask` belongs to, and relays its answer or error: a 2025-era
+    /// session gets `request` sent, a 2026-07-28 call gets `input` as an input request.
+    async fn ask_client<T: serde::de::DeserializeOwned>(
         &self,
         ask: Ask,
         context: &RequestContext<RoleClient>,
+        input: impl FnOnce() -> InputRequest,
         request: impl AsyncFnOnce(rmcp::service::Peer<rmcp::RoleServer>) -> Result<T, ServiceError>,
     ) -> Result<T, ErrorData> {
-        let peer = self.relay.requester(&self.server, ask)?;
+        let answer = async {
+            match self.relay.requester(&self.server, ask)? {
+                Route::Client(peer) => request(peer).await.map_err(|error| match error {
+                    ServiceError::McpError(error) => error,
+                    other => ErrorData::internal_error(
+                        format!("toolgate could not relay the request to its client: {other}"),
+                        None,
+                    ),
+                }),
+                Route::Rounds(sink) => {
+                    let value = sink.ask(ask, input()).await?;
+                    // Checked when the client sent it; decoded here into what rmcp sends on.
+                    serde_json::from_value(value).map_err(|error| {
+                        ErrorData::internal_error(
+                            format!(
+                                "the client's answer to {} could not be read: {error}",
+                                ask.method()
+                            ),
+                            None,
+                        )
+                    })
+                }
+            }
+        };
         tokio::select! {
             // The client answered, or the request failed.
-            answer = request(peer) => answer.map_err(|error| match error {
-                ServiceError::McpError(error) => error,
-                other => ErrorData::internal_error(
-                    format!("toolgate could not relay the request to its client: {other}"),
-                    None,
-                ),
-            }),
+            answer = answer => answer,
             // The upstream gave up on its request.
             () = context.ct.cancelled() => Err(ErrorData::internal_error("cancelled by the server", None)),
         }
@@ -99,9 +118,13 @@ impl ClientHandler for UpstreamClient {
         params: CreateMessageRequestParams,
         context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, ErrorData> {
-        self.ask_client(Ask::Sampling, &context, async |peer| {
-            peer.create_message(params).await
-        })
+        let input = params.clone();
+        self.ask_client(
+            Ask::Sampling,
+            &context,
+            || InputRequest::CreateMessage(CreateMessageRequest::new(input)),
+            async |peer| peer.create_message(params).await,
+        )
         .await
     }
 
@@ -110,9 +133,13 @@ impl ClientHandler for UpstreamClient {
         request: ElicitRequestParams,
         context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
-        self.ask_client(Ask::Elicitation, &context, async |peer| {
-            peer.create_elicitation(request).await
-        })
+        let input = request.clone();
+        self.ask_client(
+            Ask::Elicitation,
+            &context,
+            || InputRequest::Elicitation(ElicitRequest::new(input)),
+            async |peer| peer.create_elicitation(request).await,
+        )
         .await
     }
 
@@ -120,8 +147,13 @@ impl ClientHandler for UpstreamClient {
         &self,
         context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, ErrorData> {
-        self.ask_client(Ask::Roots, &context, async |peer| peer.list_roots().await)
-            .await
+        self.ask_client(
+            Ask::Roots,
+            &context,
+            || InputRequest::ListRoots(ListRootsRequest::default()),
+            async |peer| peer.list_roots().await,
+        )
+        .await
     }
 
     async fn on_progress(

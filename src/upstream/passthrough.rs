@@ -98,6 +98,7 @@ impl Upstream {
         limit: Limit,
     ) -> Result<GetPromptResult, UpstreamError> {
         let peer = self.current_peer()?;
+        let _in_flight = self.in_flight(&limit);
         let mut result = self.bounded(limit, peer.get_prompt(params)).await?;
         // As for tool results (see `tool_result`): an older upstream leaves `resultType` out,
         // a 2026-07-28 client requires it, and rmcp strips it again for older clients.
@@ -112,6 +113,7 @@ impl Upstream {
         limit: Limit,
     ) -> Result<ReadResourceResult, UpstreamError> {
         let peer = self.current_peer()?;
+        let _in_flight = self.in_flight(&limit);
         let mut result = self.bounded(limit, peer.read_resource(params)).await?;
         result.result_type.get_or_insert(ResultType::COMPLETE);
         Ok(result)
@@ -147,6 +149,13 @@ impl Upstream {
             .await
     }
 
+    /// Marks the caller's request in flight on this server, so that the server's requests
+    /// meanwhile go to it.
+    fn in_flight(&self, limit: &Limit) -> Option<crate::relay::InFlight> {
+        let (session, rounds) = limit.caller.clone()?;
+        Some(self.relay.begin_call(&self.name, session, rounds))
+    }
+
     /// Runs one request to the upstream within `limit`.
     async fn bounded<T>(
         &self,
@@ -172,4 +181,7 @@ impl Upstream {
 pub struct Limit {
     pub timeout: Duration,
     pub cancel: CancellationToken,
+    /// The calling session, for `prompts/get` and `resources/read`: while the request runs,
+    /// the upstream's requests go to it (through `rounds` for a 2026-07-28 request).
+    pub caller: Option<(crate::relay::SessionId, Option<crate::rounds::AskSink>)>,
 }

@@ -480,6 +480,18 @@ pub struct RawStdio {
 impl RawStdio {
     /// Starts `toolgate serve` with the config in `work` and completes the handshake.
     pub async fn start(work: &Workdir) -> Self {
+        let mut raw = Self::spawn(work);
+        raw.send(&initialize_request(0)).await;
+        let answer = raw.next().await;
+        assert!(answer.get("result").is_some(), "{answer}");
+        raw.send(&serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        raw
+    }
+
+    /// Starts `toolgate serve` with the config in `work`, without a handshake (a 2026-07-28
+    /// client sends none).
+    pub fn spawn(work: &Workdir) -> Self {
         let mut child = tokio::process::Command::new(toolgate())
             .arg("--config")
             .arg(work.config())
@@ -492,17 +504,11 @@ impl RawStdio {
             .expect("spawn toolgate serve");
         let stdin = child.stdin.take().expect("stdin piped");
         let lines = BufReader::new(child.stdout.take().expect("stdout piped")).lines();
-        let mut raw = Self {
+        Self {
             child,
             stdin,
             lines,
-        };
-        raw.send(&initialize_request(0)).await;
-        let answer = raw.next().await;
-        assert!(answer.get("result").is_some(), "{answer}");
-        raw.send(&serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-            .await;
-        raw
+        }
     }
 
     pub async fn send(&mut self, message: &serde_json::Value) {

@@ -176,9 +176,10 @@ impl Upstream {
             return Err(self.closed_during_call());
         };
         // While this call runs, the server's requests and log messages go to its caller.
-        let _in_flight = ctx
-            .session
-            .map(|session| self.relay.begin_call(&self.name, session));
+        let _in_flight = ctx.session.map(|session| {
+            self.relay
+                .begin_call(&self.name, session, ctx.rounds.clone())
+        });
         let id = waiting.id;
         let mut line = Vec::with_capacity(128);
         let _ = write!(

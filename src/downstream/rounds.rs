@@ -1,0 +1,244 @@
+//! A 2026-07-28 client's `tools/call`, `prompts/get` and `resources/read` run as multi round-trip exchanges ([`crate::rounds`]): the upstream's requests reach the client as `InputRequiredResult`s, its retries carry the answers back.
+
+use std::{future::Future, time::Duration};
+
+use rmcp::{
+    ErrorData as McpError, RoleServer,
+    model::{
+        CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse,
+        InputResponses, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+    },
+    service::RequestContext,
+};
+use sha2::{Digest, Sha256};
+use tokio_util::sync::CancellationToken;
+
+use super::{CallRequest, GatewayService};
+use crate::{
+    error,
+    rounds::{AskSink, Exchange, Outcome, Owner, Step, What},
+    upstream::Limit,
+};
+
+/// How long a 2026-07-28 HTTP request's session stays known to the relay after its work.
+const LATE_MESSAGES: Duration = Duration::from_secs(2);
+
+impl GatewayService {
+    /// Whether the request is of the 2026-07-28 era, whose clients are not sent requests.
+    pub(super) fn modern(context: &RequestContext<RoleServer>) -> bool {
+        context
+            .protocol_version()
+            .is_some_and(|version| version >= ProtocolVersion::V_2026_07_28)
+    }
+
+    /// Who may continue an exchange this request parks.
+    fn owner(&self, context: &RequestContext<RoleServer>) -> Owner {
+        match context.extensions.get::<http::request::Parts>() {
+            Some(parts) => {
+                let credential = parts
+                    .headers
+                    .get(http::header::AUTHORIZATION)
+                    .map(|value| Sha256::digest(value.as_bytes()).into())
+                    .unwrap_or([0; 32]);
+                Owner::Http {
+                    profile: self.profile.clone(),
+                    credential,
+                }
+            }
+            None => Owner::Session(self.session),
+        }
+    }
+
+    /// Continues the exchange `state` names, or starts `work` as a new one; then drives it.
+    async fn in_rounds<Fut>(
+        &self,
+        what: What,
+        state: Option<String>,
+        responses: Option<InputResponses>,
+        context: &RequestContext<RoleServer>,
+        work: impl FnOnce(GatewayService, AskSink, CancellationToken) -> Fut,
+    ) -> Result<Step, McpError>
+    where
+        Fut: Future<Output = Outcome> + Send + 'static,
+    {
+        let owner = self.owner(context);
+        let rounds = &self.gateway.rounds;
+        let exchange = match state {
+            Some(state) => rounds
+                .resume(&state, &owner, &what, responses)
+                .map_err(error::rounds_failed)?,
+            None => {
+                // Over HTTP each 2026-07-28 request has a handler (and session number) of its
+                // own: the relay forgets it shortly after the work is done (what the upstream
+                // said just before its answer, e.g. a log message, may still be on its way).
+                let request_scoped = matches!(owner, Owner::Http { .. });
+                let gateway = self.gateway.clone();
+                let service = self.clone();
+                let peer = context.peer.clone();
+                let capabilities = context.client_capabilities().unwrap_or_default();
+                Exchange::start(
+                    owner,
+                    what,
+                    capabilities,
+                    self.gateway.tasks(),
+                    move |sink, cancel| {
+                        let relay = service.gateway.relay.clone();
+                        let session = service.session;
+                        relay.register(session, &service.profile, &peer);
+                        let running = work(service, sink, cancel);
+                        async move {
+                            let outcome = running.await;
+                            if request_scoped {
+                                let stop = gateway.shutdown_token().clone();
+                                gateway.tasks().spawn(async move {
+                                    tokio::select! {
+                                        // Late messages of the call had their time.
+                                        () = tokio::time::sleep(LATE_MESSAGES) => {}
+                                        // The gateway is stopping.
+                                        () = stop.cancelled() => {}
+                                    }
+                                    relay.unregister(session);
+                                });
+                            }
+                            outcome
+                        }
+                    },
+                )
+            }
+        };
+        rounds
+            .drive(exchange, &context.ct)
+            .await
+            .map_err(error::rounds_failed)
+    }
+
+    /// `tools/call` from a 2026-07-28 client: a new exchange, or the retry of a parked one.
+    pub(super) async fn call_in_rounds(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let what = What {
+            method: "tools/call",
+            name: request.name.to_string(),
+        };
+        let peer = context.peer.clone();
+        let progress = context.meta.get_progress_token();
+        let traceparent = super::traceparent_of(&context);
+        let (state, responses) = (request.request_state, request.input_responses);
+        let (name, arguments) = (request.name, request.arguments);
+        let step = self
+            .in_rounds(
+                what,
+                state,
+                responses,
+                &context,
+                move |service, sink, cancel| {
+                    let call = CallRequest {
+                        name: name.into_owned(),
+                        arguments,
+                        progress,
+                        cancel,
+                        traceparent,
+                    };
+                    let call = service.call_of(&peer, call, Some(sink));
+                    async move {
+                        let view = service.view();
+                        let outcome = match service.gateway.pipeline.execute(&view, call).await {
+                            Ok(result) => Ok(result),
+                            Err(failure) => {
+                                tracing::debug!(code = failure.code(), "{failure}");
+                                error::into_mcp(failure)
+                            }
+                        };
+                        Outcome::Tool(outcome)
+                    }
+                },
+            )
+            .await?;
+        match step {
+            Step::Done(Outcome::Tool(result)) => result.map(Into::into),
+            Step::Done(_) => Err(other_result("tools/call")),
+            Step::Input(input) => Ok(CallToolResponse::InputRequired(input)),
+        }
+    }
+
+    /// `prompts/get` from a 2026-07-28 client.
+    pub(super) async fn prompt_in_rounds(
+        &self,
+        mut request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        let what = What {
+            method: "prompts/get",
+            name: request.name.clone(),
+        };
+        let state = request.request_state.take();
+        let responses = request.input_responses.take();
+        let timeout = self.gateway.config.call_timeout_ms;
+        let step = self
+            .in_rounds(
+                what,
+                state,
+                responses,
+                &context,
+                move |service, sink, cancel| {
+                    let limit = Limit {
+                        timeout: Duration::from_millis(timeout),
+                        cancel,
+                        caller: Some((service.session, Some(sink))),
+                    };
+                    async move { Outcome::Prompt(service.prompt(request, limit).await) }
+                },
+            )
+            .await?;
+        match step {
+            Step::Done(Outcome::Prompt(result)) => result.map(GetPromptResponse::Complete),
+            Step::Done(_) => Err(other_result("prompts/get")),
+            Step::Input(input) => Ok(GetPromptResponse::InputRequired(input)),
+        }
+    }
+
+    /// `resources/read` from a 2026-07-28 client.
+    pub(super) async fn read_in_rounds(
+        &self,
+        mut request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let what = What {
+            method: "resources/read",
+            name: request.uri.clone(),
+        };
+        let state = request.request_state.take();
+        let responses = request.input_responses.take();
+        let timeout = self.gateway.config.call_timeout_ms;
+        let step = self
+            .in_rounds(
+                what,
+                state,
+                responses,
+                &context,
+                move |service, sink, cancel| {
+                    let limit = Limit {
+                        timeout: Duration::from_millis(timeout),
+                        cancel,
+                        caller: Some((service.session, Some(sink))),
+                    };
+                    async move { Outcome::Read(service.read(request, limit).await) }
+                },
+            )
+            .await?;
+        match step {
+            Step::Done(Outcome::Read(result)) => result.map(ReadResourceResponse::Complete),
+            Step::Done(_) => Err(other_result("resources/read")),
+            Step::Input(input) => Ok(ReadResourceResponse::InputRequired(input)),
+        }
+    }
+}
+
+fn other_result(method: &str) -> McpError {
+    McpError::internal_error(
+        format!("a {method} exchange ended with another request's result"),
+        None,
+    )
+}
