@@ -153,13 +153,29 @@ async fn client_uses_everything(sdk: Sdk, via: Via) {
     assert!(datetime.ends_with("+00:00"), "{time}");
 
     let progress = observed.step("progress");
-    let steps: Vec<(f64, f64)> = progress["progress"]
-        .as_array()
-        .expect("progress list")
-        .iter()
-        .map(|p| (number(&p["progress"]), number(&p["total"])))
-        .collect();
-    assert_eq!(steps, [(1.0, 3.0), (2.0, 3.0), (3.0, 3.0)], "{progress}");
+    let steps = |key: &str| -> Vec<(f64, f64)> {
+        progress[key]
+            .as_array()
+            .expect("progress list")
+            .iter()
+            .map(|p| (number(&p["progress"]), number(&p["total"])))
+            .collect()
+    };
+    let all = [(1.0, 3.0), (2.0, 3.0), (3.0, 3.0)];
+    if sdk == Sdk::TypeScript {
+        // toolgate wrote every step before the result: the client read them all first.
+        assert_eq!(steps("wire"), all, "{progress}");
+        // The TypeScript SDK drops a last step read in the same chunk as the result
+        // (typescript-sdk#2580, a client race no server can avoid): what it hands on is
+        // the wire's steps, in order, possibly short of the last.
+        let delivered = steps("progress");
+        assert!(
+            delivered.len() >= all.len() - 1 && all.starts_with(&delivered),
+            "{progress}"
+        );
+    } else {
+        assert_eq!(steps("progress"), all, "{progress}");
+    }
     assert_eq!(
         ok_texts(&observed, "progress"),
         ["Long running operation completed. Duration: 0.6 seconds, Steps: 3."]

@@ -64,6 +64,17 @@ const options = { timeout: 60_000 };
 const call = (name, args, extra = {}) => client.callTool({ name, arguments: args }, undefined, { ...options, ...extra });
 
 await client.connect(transport);
+// Progress as it arrives, before the SDK handles it: the SDK runs notification handlers a
+// microtask later but answers at once, so a last progress read in the same chunk as the
+// result never reaches `onprogress` (typescript-sdk#2580). The wire shows what toolgate sent.
+const wireProgress = [];
+const onmessage = transport.onmessage;
+transport.onmessage = (message, extra) => {
+    if (message.method === "notifications/progress") {
+        wireProgress.push({ progress: message.params.progress, total: message.params.total });
+    }
+    onmessage?.(message, extra);
+};
 emit("connect", {
     protocol_version: protocolVersion,
     server: client.getServerVersion()?.name,
@@ -109,7 +120,9 @@ const steps = [
             { duration: 0.6, steps: 3 },
             { onprogress: (p) => seen.push({ progress: p.progress, total: p.total }) },
         );
-        return { progress: seen, texts: texts(result), is_error: Boolean(result.isError) };
+        // Everything that arrived before the result was read is in `wireProgress` by now.
+        const wire = wireProgress.splice(0);
+        return { progress: seen, wire, texts: texts(result), is_error: Boolean(result.isError) };
     }],
     ["resource", async () => {
         const uris = (await client.listResources(undefined, options)).resources.map((r) => r.uri);
