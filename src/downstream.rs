@@ -202,7 +202,7 @@ impl ServerHandler for GatewayService {
         self.settled().await?;
         let view = self.view();
         Ok(ListToolsResult::with_all_items(
-            view.tools().as_ref().clone(),
+            view.listed_entries().map(|e| e.tool.clone()).collect(),
         ))
     }
 

@@ -12,26 +12,24 @@ pub mod names;
 pub mod passthrough;
 pub mod restrict;
 mod run_code;
+mod view;
 
 use std::{
     collections::{BTreeMap, HashMap},
-    hash::Hasher,
     sync::Arc,
 };
 
 use rmcp::model::Tool;
 
-use crate::{
-    code_mode::sdk::{self, SdkTool},
-    config::{CodeSettings, Mode, PrefixPolicy, Profile, ProfileName, Retry, ServerId},
-};
+use crate::config::{CodeSettings, Mode, PrefixPolicy, Profile, ProfileName, Retry, ServerId};
 use layers::{Layered, Slot, layer_of, name_layer};
 pub use names::NameClash;
-use passthrough::{Offer, Offers};
+use passthrough::Offer;
 use restrict::Restriction;
 pub use restrict::UnmatchedEntry;
+use run_code::run_code_entry;
 pub use run_code::sdk_text;
-use run_code::{run_code_entry, sdk_tool};
+pub use view::{ListAnswer, View, Views};
 
 /// What a call of one tool is checked, timed and retried by: prepared once per import and
 /// carried by every view's entry, so a call resolved on a view runs by that view's rules even
@@ -128,123 +126,6 @@ pub struct ToolEntry {
     pub fingerprint: u64,
     pub policy: Arc<CallPolicy>,
     pub target: Target,
-}
-
-/// An immutable snapshot of the visible tools, shared by every reader until the next change.
-#[derive(Debug, Default)]
-pub struct View {
-    /// Bumped on every rebuild.
-    pub generation: u64,
-    entries: Vec<Arc<ToolEntry>>,
-    by_name: HashMap<Arc<str>, Arc<ToolEntry>>,
-    /// The `tools/list` answer, built on the first list after a change rather than per
-    /// request, and only for profiles someone lists.
-    listed: std::sync::OnceLock<Arc<Vec<Tool>>>,
-    /// Combined hash of the entries: sessions compare it to decide whether to announce a change.
-    fingerprint: u64,
-    mode: Mode,
-    /// The code-mode search index over the upstream tools, built on first use.
-    catalog: std::sync::OnceLock<Arc<sdk::Catalog>>,
-    /// Names this profile would see but whose server is down: withdrawn from the list, and
-    /// a call to one names the server rather than calling the tool unknown.
-    withdrawn: HashMap<Arc<str>, ServerId>,
-    /// Prompts, resources and templates.
-    offers: Offers,
-    /// The profile's restrictions, nearest first: applied to URIs that are read but not listed.
-    mask: Vec<Arc<Restriction>>,
-}
-
-impl View {
-    /// `native`, `code` (only `run_code` is listed and directly callable) or `both`.
-    pub fn mode(&self) -> Mode {
-        self.mode
-    }
-
-    /// The upstream tools (no `run_code`): what a program may call.
-    pub fn upstream_entries(&self) -> impl Iterator<Item = &Arc<ToolEntry>> {
-        self.entries.iter().filter(|e| e.target == Target::Upstream)
-    }
-
-    /// `catalog.search` / `catalog.describe` for programs.
-    pub fn catalog(&self) -> &Arc<sdk::Catalog> {
-        self.catalog.get_or_init(|| {
-            let tools: Vec<SdkTool<'_>> = self.upstream_entries().map(|e| sdk_tool(e)).collect();
-            Arc::new(sdk::Catalog::new(&tools))
-        })
-    }
-
-    pub fn get(&self, exposed: &str) -> Option<&Arc<ToolEntry>> {
-        self.by_name.get(exposed)
-    }
-
-    /// The server of a tool withdrawn from this view because that server is down.
-    pub fn withdrawn(&self, exposed: &str) -> Option<&ServerId> {
-        self.withdrawn.get(exposed)
-    }
-
-    pub fn entries(&self) -> &[Arc<ToolEntry>] {
-        &self.entries
-    }
-
-    /// The `tools/list` answer: in `code` mode only `run_code`.
-    pub fn tools(&self) -> &Arc<Vec<Tool>> {
-        self.listed
-            .get_or_init(|| Arc::new(self.listed_entries().map(|e| e.tool.clone()).collect()))
-    }
-
-    /// The entries `tools/list` shows, in its order.
-    pub fn listed_entries(&self) -> impl Iterator<Item = &Arc<ToolEntry>> {
-        let code_only = self.mode == Mode::Code;
-        self.entries
-            .iter()
-            .filter(move |e| !code_only || e.target == Target::RunCode)
-    }
-
-    /// What `tools/list` shows under `name`, if anything (hidden in `code` mode: upstream tools).
-    pub fn listed(&self, name: &str) -> Option<&Arc<ToolEntry>> {
-        self.get(name)
-            .filter(|e| self.mode != Mode::Code || e.target == Target::RunCode)
-    }
-
-    pub fn fingerprint(&self) -> u64 {
-        self.fingerprint
-    }
-
-    /// Prompts, resources and templates this profile sees.
-    pub fn offers(&self) -> &Offers {
-        &self.offers
-    }
-
-    /// Whether any of `server`'s tools, prompts or resources is part of this view.
-    pub fn shows_server(&self, server: &ServerId) -> bool {
-        self.offers.sees(server) || self.entries.iter().any(|e| &e.server == server)
-    }
-
-    /// Whether this profile's masks let `name` (a tool, prompt, URI or template) through.
-    pub fn admits(&self, name: &str) -> bool {
-        self.mask.iter().all(|r| r.admits(name))
-    }
-
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-}
-
-/// Every profile's view, published together: one change event rebuilds them all.
-#[derive(Debug, Default)]
-pub struct Views {
-    by_profile: HashMap<ProfileName, Arc<View>>,
-}
-
-impl Views {
-    /// `None` for a profile that is not configured.
-    pub fn get(&self, profile: &ProfileName) -> Option<&Arc<View>> {
-        self.by_profile.get(profile)
-    }
 }
 
 /// A profile as the registry needs it: its restriction chain, resolved once.
@@ -564,32 +445,6 @@ impl ProfileSpec {
         self.chain[..masks.min(self.chain.len())]
             .iter()
             .all(|r| r.admits(exposed))
-    }
-}
-
-impl View {
-    fn new(generation: u64, entries: Vec<Arc<ToolEntry>>, mode: Mode) -> Self {
-        let by_name = entries
-            .iter()
-            .map(|e| (e.exposed.clone(), e.clone()))
-            .collect();
-        // Only the entries' stored hashes: building a view serializes nothing.
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        for entry in &entries {
-            hasher.write_u64(entry.fingerprint);
-        }
-        Self {
-            generation,
-            fingerprint: hasher.finish(),
-            entries,
-            by_name,
-            listed: std::sync::OnceLock::new(),
-            mode,
-            catalog: std::sync::OnceLock::new(),
-            withdrawn: HashMap::new(),
-            offers: Offers::default(),
-            mask: Vec::new(),
-        }
     }
 }
 

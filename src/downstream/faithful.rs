@@ -19,7 +19,10 @@ use rmcp::{
 use serde_json::{Map, Value};
 
 use super::GatewayService;
-use crate::registry::extra::{Extra, merge};
+use crate::registry::{
+    ListAnswer, View,
+    extra::{Extra, merge},
+};
 
 /// The four list methods and the private names they are renamed to.
 const LISTS: [(&str, &str); 4] = [
@@ -73,18 +76,16 @@ impl GatewayService {
     ) -> Result<Value, McpError> {
         self.settled().await?;
         let view = self.view();
-        // The typed result (as rmcp's handler would send it) and each item's extra, in order.
-        let (mut result, field, extras): (ServerResult, &str, Vec<Extra>) = match method {
-            "tools/list" => {
-                let entries: Vec<_> = view.listed_entries().collect();
-                let tools = entries.iter().map(|e| e.tool.clone()).collect();
-                (
-                    ServerResult::ListToolsResult(ListToolsResult::with_all_items(tools)),
-                    "tools",
-                    entries.iter().map(|e| e.extra.clone()).collect(),
-                )
-            }
-            // Items and extras from the same view, so that they stay in step.
+        let modern = context
+            .protocol_version()
+            .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
+        if method == "tools/list" {
+            // Built once per view and era; a clone of the value is still much cheaper than
+            // building it (the stdio fast path writes the cached text and skips even that).
+            return tools_answer(&view, modern).map(|answer| answer.value.as_ref().clone());
+        }
+        // Items and extras from the same view, so that they stay in step.
+        let (result, field, extras): (ServerResult, &str, Vec<Extra>) = match method {
             "prompts/list" => {
                 self.offered(method, |f| f.prompts)?;
                 let named = &view.offers().prompts;
@@ -121,32 +122,51 @@ impl GatewayService {
                 )
             }
         };
-        // What rmcp's handler does to every typed result for the client's era.
-        let modern = context
-            .protocol_version()
-            .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
-        if modern {
-            result.fill_missing_cache_hints();
-        } else {
-            result.strip_result_type_for_legacy_peer();
-            result.strip_non_object_output_for_legacy_peer();
-        }
-        let mut value = serde_json::to_value(&result).map_err(|error| {
-            McpError::new(
-                ErrorCode::INTERNAL_ERROR,
-                format!("{method}: could not write the list: {error}"),
-                None,
-            )
-        })?;
-        if let Some(Value::Array(items)) = value.get_mut(field) {
-            for (item, extra) in items.iter_mut().zip(&extras) {
-                if let Some(extra) = extra {
-                    merge(item, &Value::Object(extra.as_ref().clone()));
-                }
+        list_value(method, result, field, &extras, modern)
+    }
+}
+
+/// The `tools/list` result of `view` for a client of era `modern`, built on first use.
+pub(super) fn tools_answer(view: &View, modern: bool) -> Result<&ListAnswer, McpError> {
+    view.tools_answer(modern, |view| {
+        let entries: Vec<_> = view.listed_entries().collect();
+        let tools = entries.iter().map(|e| e.tool.clone()).collect();
+        let extras: Vec<Extra> = entries.iter().map(|e| e.extra.clone()).collect();
+        let result = ServerResult::ListToolsResult(ListToolsResult::with_all_items(tools));
+        list_value("tools/list", result, "tools", &extras, modern)
+    })
+}
+
+/// A typed list result as rmcp's handler would send it to a client of era `modern`, with
+/// each item's extra merged back in.
+fn list_value(
+    method: &str,
+    mut result: ServerResult,
+    field: &str,
+    extras: &[Extra],
+    modern: bool,
+) -> Result<Value, McpError> {
+    if modern {
+        result.fill_missing_cache_hints();
+    } else {
+        result.strip_result_type_for_legacy_peer();
+        result.strip_non_object_output_for_legacy_peer();
+    }
+    let mut value = serde_json::to_value(&result).map_err(|error| {
+        McpError::new(
+            ErrorCode::INTERNAL_ERROR,
+            format!("{method}: could not write the list: {error}"),
+            None,
+        )
+    })?;
+    if let Some(Value::Array(items)) = value.get_mut(field) {
+        for (item, extra) in items.iter_mut().zip(extras) {
+            if let Some(extra) = extra {
+                merge(item, &Value::Object(extra.as_ref().clone()));
             }
         }
-        Ok(value)
     }
+    Ok(value)
 }
 
 #[cfg(test)]

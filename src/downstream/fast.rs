@@ -1,4 +1,4 @@
-//! The stdio fast path: `tools/call` read from its raw line and answered around the upstream's raw result.
+//! The stdio fast path: `tools/call` read from its raw line and answered around the upstream's raw result; `tools/list` from cached text.
 //!
 //! rmcp decodes every line into its typed request enums and spawns three tasks per request;
 //! for a forwarded call that was half of the gateway's cost (`BENCHMARKS.md`). [`FastPath`]
@@ -7,7 +7,10 @@
 //! - a `tools/call` request with a number or string id, `jsonrpc: "2.0"`, and params made of
 //!   `name`, `arguments` (absent, `null` or an object) and at most a `_meta` holding only a
 //!   `progressToken` and a `traceparent`; or
-//! - the `notifications/cancelled` of such a request still in flight.
+//! - the `notifications/cancelled` of such a request still in flight; or
+//! - a `tools/list` with params absent or made of `cursor` and `_meta`: it is answered with
+//!   the view's cached answer text ([`crate::registry::View::tools_answer`]), the very
+//!   bytes rmcp's path would write after building and encoding the list on every request.
 //!
 //! Everything else (another method, other params such as a task request, other `_meta`,
 //! malformed params, anything before the handshake is done, every request of a session
@@ -177,12 +180,7 @@ impl FastPath {
         };
         if !self.ids.claim(&id) {
             let line = typed_line(id.clone(), Err(duplicate_id(&id)), session.modern);
-            let writer = self.writer.clone();
-            self.tasks.spawn(async move {
-                if let Err(error) = writer.write_line(line).await {
-                    tracing::debug!(%error, "could not refuse a duplicate id");
-                }
-            });
+            self.write_later(line);
             return true;
         }
         let cancel = self.stop.child_token();
@@ -230,6 +228,74 @@ impl FastPath {
             }
             None => false,
         }
+    }
+
+    /// A `tools/list` whose params are absent or only a `cursor` (the list is never paged)
+    /// and a `_meta`: answered with the view's cached text for the client's era.
+    fn take_list(&self, session: &Session, id: RequestId, params: Option<&RawValue>) -> bool {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)] // read only to decide
+        struct ListParams<'a> {
+            cursor: Option<Cow<'a, str>>,
+            #[serde(borrow, rename = "_meta")]
+            meta: Option<&'a RawValue>,
+        }
+        if let Some(params) = params {
+            if !is_object(params.get().as_bytes()) {
+                return false;
+            }
+            match serde_json::from_str::<ListParams<'_>>(params.get()) {
+                Ok(list) if list.meta.is_none_or(|m| is_object(m.get().as_bytes())) => {}
+                _ => return false,
+            }
+        }
+        let Some(me) = self.me.upgrade() else {
+            return false;
+        };
+        if !self.ids.claim(&id) {
+            let line = typed_line(id.clone(), Err(duplicate_id(&id)), session.modern);
+            self.write_later(line);
+            return true;
+        }
+        let modern = session.modern;
+        self.tasks.spawn(async move {
+            let answer = match me.service.settled().await {
+                Ok(()) => {
+                    let view = me.service.view();
+                    super::faithful::tools_answer(&view, modern).map(|a| a.json.clone())
+                }
+                Err(error) => Err(error),
+            };
+            me.ids.release(&id);
+            let line = match answer {
+                Ok(json) => {
+                    let mut line = Vec::with_capacity(json.len() + 64);
+                    line.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+                    // A request id always serializes.
+                    let _ = serde_json::to_writer(&mut line, &id);
+                    line.extend_from_slice(br#","result":"#);
+                    line.extend_from_slice(json.as_bytes());
+                    line.extend_from_slice(b"}\n");
+                    line
+                }
+                Err(error) => typed_line(id, Err(error), modern),
+            };
+            if let Err(error) = me.writer.write_line(line).await {
+                tracing::debug!(%error, "could not write a list to the client");
+            }
+        });
+        true
+    }
+
+    /// Writes `line` from a task: `take` cannot wait.
+    fn write_later(&self, line: Vec<u8>) {
+        let writer = self.writer.clone();
+        self.tasks.spawn(async move {
+            if let Err(error) = writer.write_line(line).await {
+                tracing::debug!(%error, "could not refuse a duplicate id");
+            }
+        });
     }
 
     async fn answer(self: Arc<Self>, request: Request) {
@@ -286,6 +352,7 @@ impl Intercept for FastPath {
         }
         match (envelope.method.as_deref(), envelope.id) {
             (Some(TOOLS_CALL), Some(id)) => self.take_call(session, id, envelope.params),
+            (Some("tools/list"), Some(id)) => self.take_list(session, id, envelope.params),
             (Some("notifications/cancelled"), None) => self.take_cancel(envelope.params),
             _ => false,
         }

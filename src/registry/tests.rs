@@ -64,7 +64,9 @@ fn view_of(registry: &Registry, profile: &str) -> Arc<View> {
 }
 
 fn names(view: &View) -> Vec<&str> {
-    view.tools().iter().map(|t| t.name.as_ref()).collect()
+    view.listed_entries()
+        .map(|e| e.tool.name.as_ref())
+        .collect()
 }
 
 /// Servers `gh` (get_issue, get_pr, create_issue) and `echo` (echo), with `profiles`.
@@ -192,7 +194,10 @@ fn view_lists_servers_in_name_order_with_upstream_mapping() {
     registry.replace(&server("zeta"), vec![tool("b"), tool("a")]);
     registry.replace(&server("alpha"), vec![tool("x")]);
     let view = view(&registry);
-    let names: Vec<&str> = view.tools().iter().map(|t| t.name.as_ref()).collect();
+    let names: Vec<&str> = view
+        .listed_entries()
+        .map(|e| e.tool.name.as_ref())
+        .collect();
     assert_eq!(names, ["alpha__x", "zeta__b", "zeta__a"]);
     let entry = view.get("zeta__a").unwrap();
     assert_eq!(entry.server, server("zeta"));

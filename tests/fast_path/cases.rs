@@ -559,6 +559,28 @@ pub(crate) fn corpus(era: Era) -> Vec<Case> {
         );
     }
 
+    // `tools/list`, which the fast path answers from the view's cached text: no params,
+    // empty params, a cursor and `_meta` (taken), and an unknown key (left to rmcp).
+    // (A 2026-07-28 request always has params: its protocol keys are in `_meta`.)
+    let mut lists = vec![
+        ("tools/list: a cursor", r#","params":{@M@"cursor":"c0"}"#),
+        ("tools/list: an unknown key", r#","params":{@M@"other":1}"#),
+    ];
+    if !c.discover {
+        lists.push(("tools/list: no params", ""));
+        lists.push(("tools/list: empty params", r#","params":{}"#));
+        lists.push((
+            "tools/list: _meta",
+            r#","params":{"_meta":{"progressToken":"p"}}"#,
+        ));
+    }
+    for (name, params) in lists {
+        let id = c.id();
+        let template = format!(r#"{{"jsonrpc":"2.0","id":@ID@,"method":"tools/list"{params}}}"#);
+        let line = c.raw(id, &template);
+        c.single(name, line, id, Expect::Tools("echo__echo"));
+    }
+
     // Last, a plain call: the gateway still serves after all of the above.
     let id = c.id();
     c.single(

@@ -209,6 +209,13 @@ pub(crate) fn check(label: &str, era: Era, modern: bool, cases: &[Case], transcr
                 assert!(answer.get("result").is_none(), "{context}: {answer}");
             }
             Expect::Empty => assert_eq!(answer["result"], json!({}), "{context}: {answer}"),
+            Expect::Tools(name) => {
+                let tools = result["tools"].as_array().expect("a tools array");
+                assert!(
+                    tools.iter().any(|tool| tool["name"] == *name),
+                    "{context}: {name} is listed: {answer}"
+                );
+            }
         }
     }
     for case in cases {

@@ -36,6 +36,8 @@ pub(crate) enum Expect {
     Rpc(i64),
     /// An empty result (`ping`).
     Empty,
+    /// A `tools/list` result that lists this tool.
+    Tools(&'static str),
 }
 
 /// Whether a result must carry `resultType`.
