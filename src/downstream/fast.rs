@@ -175,14 +175,10 @@ impl FastPath {
             },
             None => (None, None),
         };
-        let Some(me) = self.me.upgrade() else {
-            return false;
+        let me = match self.claim(session, &id) {
+            Ok(me) => me,
+            Err(taken) => return taken,
         };
-        if !self.ids.claim(&id) {
-            let line = typed_line(id.clone(), Err(duplicate_id(&id)), session.modern);
-            self.write_later(line);
-            return true;
-        }
         let cancel = self.stop.child_token();
         let mut in_flight = self.in_flight();
         let taking = self
@@ -250,14 +246,10 @@ impl FastPath {
                 _ => return false,
             }
         }
-        let Some(me) = self.me.upgrade() else {
-            return false;
+        let me = match self.claim(session, &id) {
+            Ok(me) => me,
+            Err(taken) => return taken,
         };
-        if !self.ids.claim(&id) {
-            let line = typed_line(id.clone(), Err(duplicate_id(&id)), session.modern);
-            self.write_later(line);
-            return true;
-        }
         let modern = session.modern;
         self.tasks.spawn(async move {
             let answer = match me.service.settled().await {
@@ -288,14 +280,22 @@ impl FastPath {
         true
     }
 
-    /// Writes `line` from a task: `take` cannot wait.
-    fn write_later(&self, line: Vec<u8>) {
-        let writer = self.writer.clone();
-        self.tasks.spawn(async move {
-            if let Err(error) = writer.write_line(line).await {
-                tracing::debug!(%error, "could not refuse a duplicate id");
-            }
-        });
+    /// Claims request `id` for the fast path; `Err(true)` when it was in flight already
+    /// (it is refused, as [`super::guard`] would), `Err(false)` when the session is ending.
+    fn claim(&self, session: &Session, id: &RequestId) -> Result<Arc<Self>, bool> {
+        let me = self.me.upgrade().ok_or(false)?;
+        if !self.ids.claim(id) {
+            let line = typed_line(id.clone(), Err(duplicate_id(id)), session.modern);
+            let writer = self.writer.clone();
+            // `take` cannot wait: written from a task.
+            self.tasks.spawn(async move {
+                if let Err(error) = writer.write_line(line).await {
+                    tracing::debug!(%error, "could not refuse a duplicate id");
+                }
+            });
+            return Err(true);
+        }
+        Ok(me)
     }
 
     async fn answer(self: Arc<Self>, request: Request) {
