@@ -175,22 +175,10 @@ impl GatewayService {
         };
         let state = request.request_state.take();
         let responses = request.input_responses.take();
-        let timeout = self.gateway.config.call_timeout_ms;
         let step = self
-            .in_rounds(
-                what,
-                state,
-                responses,
-                &context,
-                move |service, sink, cancel| {
-                    let limit = Limit {
-                        timeout: Duration::from_millis(timeout),
-                        cancel,
-                        caller: Some((service.session, Some(sink))),
-                    };
-                    async move { Outcome::Prompt(service.prompt(request, limit).await) }
-                },
-            )
+            .passthrough_in_rounds(what, state, responses, &context, |service, limit| async move {
+                Outcome::Prompt(service.prompt(request, limit).await)
+            })
             .await?;
         match step {
             Step::Done(Outcome::Prompt(result)) => result.map(GetPromptResponse::Complete),
@@ -211,21 +199,13 @@ impl GatewayService {
         };
         let state = request.request_state.take();
         let responses = request.input_responses.take();
-        let timeout = self.gateway.config.call_timeout_ms;
         let step = self
-            .in_rounds(
+            .passthrough_in_rounds(
                 what,
                 state,
                 responses,
                 &context,
-                move |service, sink, cancel| {
-                    let limit = Limit {
-                        timeout: Duration::from_millis(timeout),
-                        cancel,
-                        caller: Some((service.session, Some(sink))),
-                    };
-                    async move { Outcome::Read(service.read(request, limit).await) }
-                },
+                |service, limit| async move { Outcome::Read(service.read(request, limit).await) },
             )
             .await?;
         match step {
@@ -233,6 +213,38 @@ impl GatewayService {
             Step::Done(_) => Err(other_result("resources/read")),
             Step::Input(input) => Ok(ReadResourceResponse::InputRequired(input)),
         }
+    }
+
+    /// [`Self::in_rounds`] for a request passed through to one server: `work` gets the
+    /// gateway's call timeout, the round's cancel and the caller's sink for the upstream's
+    /// requests.
+    async fn passthrough_in_rounds<Fut>(
+        &self,
+        what: What,
+        state: Option<String>,
+        responses: Option<InputResponses>,
+        context: &RequestContext<RoleServer>,
+        work: impl FnOnce(GatewayService, Limit) -> Fut,
+    ) -> Result<Step, McpError>
+    where
+        Fut: Future<Output = Outcome> + Send + 'static,
+    {
+        let timeout = Duration::from_millis(self.gateway.config.call_timeout_ms);
+        self.in_rounds(
+            what,
+            state,
+            responses,
+            context,
+            move |service, sink, cancel| {
+                let limit = Limit {
+                    timeout,
+                    cancel,
+                    caller: Some((service.session, Some(sink))),
+                };
+                work(service, limit)
+            },
+        )
+        .await
     }
 }
 
