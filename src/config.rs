@@ -5,6 +5,7 @@
 //! rejected), then [`validate`](validate::validate) turns it into a typed [`Config`]
 //! (`${VAR}` expanded, names checked, transport chosen).
 
+mod auth;
 mod code;
 mod http;
 mod names;
@@ -24,6 +25,7 @@ use figment::{
 };
 use serde::Deserialize;
 
+pub use auth::{AuthSettings, ClaimProfile, RawAuth, RawClaimProfile, check_auth_url};
 pub use code::{CodeSettings, Mode, RawCode, SdkDocs, SdkForm};
 pub use http::{AllowedHost, AllowedOrigin, HttpSettings, RawHttp, split_host_port};
 pub use names::{ProfileName, Secret, ServerId, ServerName};
@@ -129,6 +131,8 @@ pub struct RawGateway {
     /// `[gateway.tracing]`: OpenTelemetry export of the call spans.
     #[serde(default)]
     pub tracing: RawTracing,
+    /// `[gateway.auth]`: accept identity provider tokens (OAuth resource server).
+    pub auth: Option<RawAuth>,
 }
 
 /// How one call of a tool may be retried.
@@ -332,6 +336,8 @@ pub struct Config {
     pub pinning: PinningSettings,
     /// OpenTelemetry export of the call spans ([`crate::telemetry`]).
     pub tracing: TracingSettings,
+    /// IdP tokens over HTTP ([`crate::downstream::http::oauth`]); `None`: off.
+    pub auth: Option<AuthSettings>,
 }
 
 impl Config {

@@ -55,6 +55,8 @@ struct CallRequest {
     cancel: tokio_util::sync::CancellationToken,
     /// `_meta.traceparent`, else (over HTTP) the `traceparent` header; unreadable is absent.
     traceparent: Option<crate::telemetry::Traceparent>,
+    /// The caller's IdP subject ([`subject_of`]).
+    subject: Option<Arc<str>>,
 }
 
 /// The handler for every downstream session; cheap to clone (HTTP makes one per session).
@@ -112,6 +114,7 @@ impl GatewayService {
                 peer: peer.clone(),
                 session: self.session,
                 rounds,
+                subject: request.subject,
             }),
             sub_call_id: None,
             trace: crate::telemetry::Trace {
@@ -226,6 +229,7 @@ impl ServerHandler for GatewayService {
             progress: context.meta.get_progress_token(),
             cancel: context.ct.clone(),
             traceparent,
+            subject: subject_of(&context),
         };
         let call = self.call_of(&context.peer, request, None);
         let view = self.view();
@@ -562,6 +566,13 @@ impl Termination {
             let _ = tokio::signal::ctrl_c().await;
         }
     }
+}
+
+/// The subject of the request's IdP token, which the HTTP front verified and put there.
+pub(crate) fn subject_of(context: &RequestContext<RoleServer>) -> Option<Arc<str>> {
+    let parts = context.extensions.get::<::http::request::Parts>()?;
+    let subject = parts.extensions.get::<http::oauth::Subject>()?;
+    Some(subject.0.clone())
 }
 
 /// The client's W3C `traceparent` of a request: from its `_meta`, else (HTTP) its header.

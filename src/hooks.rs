@@ -1,7 +1,8 @@
 //! External hooks from `[[hooks]]`: an HTTP endpoint or a long-lived command, asked for a decision.
 //!
 //! Protocol (README has it in full): the request is one JSON object
-//! `{stage, call_id, profile, tool, server, upstream_tool, arguments[, result]}`; a pre hook
+//! `{stage, call_id, profile, tool, server, upstream_tool, arguments[, subject][, result]}`
+//! (`subject`: the `sub` of the caller's IdP token, when `[gateway.auth]` verified one); a pre hook
 //! answers `{"decision": "allow" | "deny" | "ask", "reason"?}`, a post hook
 //! `{"decision": "accept", "content"?, "structuredContent"?}` (a replacement is whole: see
 //! [`PostDecision::Accept`](crate::pipeline::PostDecision::Accept)) or
@@ -100,6 +101,9 @@ impl ExternalHook {
             "upstream_tool": call.entry.upstream_name,
             "arguments": call.arguments,
         });
+        if let Some(subject) = call.client.as_ref().and_then(|c| c.subject.as_deref()) {
+            request["subject"] = subject.into();
+        }
         if let Some(result) = result {
             request["result"] = serde_json::to_value(result).unwrap_or(Value::Null);
         }

@@ -40,7 +40,8 @@
 //! - [`drain`]: stopping cleanly: on SIGTERM, SIGINT or stdin EOF no new calls
 //!   (`SHUTTING_DOWN`), calls in flight finish within `drain_grace_ms`, the rest are cancelled.
 //! - [`downstream`]: the rmcp `ServerHandler` clients talk to, bound to a profile, over stdio
-//!   or HTTP (`/mcp`, `/mcp/{profile}`, bearer tokens, `/metrics`); prompts, resources,
+//!   or HTTP (`/mcp`, `/mcp/{profile}`, bearer tokens: static, or an identity provider's JWTs
+//!   with [`downstream::http::oauth`]; `/metrics`); prompts, resources,
 //!   completion and logging level are answered from the view and forwarded to their server;
 //!   the four lists are answered as JSON with every upstream field ([`downstream::faithful`]).
 //! - [`import`]: `toolgate import`: a client's MCP config (Claude Desktop, Cursor, VS Code,

@@ -51,6 +51,9 @@ pub struct Caller {
     pub session: SessionId,
     /// A 2026-07-28 call: where the upstream's requests go instead of `peer`.
     pub rounds: Option<AskSink>,
+    /// The `sub` of the caller's IdP token (HTTP with `[gateway.auth]`), for the audit log
+    /// and hook requests.
+    pub subject: Option<std::sync::Arc<str>>,
 }
 
 /// Where an upstream's request goes.

@@ -1,9 +1,11 @@
-//! A client's `Authorization: Bearer <profile token>` selects its profile and goes no
-//! further: neither an HTTP upstream nor an HTTP hook ever sees it, in a header or a body,
-//! and neither the log (at trace level, every crate) nor the audit log holds it.
+//! A client's `Authorization: Bearer <token>` (a static profile token, or an IdP's JWT under
+//! `[gateway.auth]`) selects its profile and goes no further: neither an HTTP upstream nor an
+//! HTTP hook ever sees it, in a header or a body, and neither the log (at trace level, every
+//! crate) nor the audit log holds it. An IdP token's subject does go on, to both.
 //!
 //! The upstream is a real toolgate serving the echo server over HTTP, behind a recording
-//! proxy run by the test; the hooks are a recording endpoint run by the test too.
+//! proxy run by the test; the hooks are a recording endpoint run by the test too; the IdP is
+//! the test's own ([`common::idp`]).
 
 mod common;
 
@@ -31,16 +33,16 @@ struct Seen {
 }
 
 impl Seen {
-    /// Where the token shows, if anywhere: a header name or value, or the body.
-    fn leaks(&self) -> Option<String> {
+    /// Where `token` shows, if anywhere: a header name or value, or the body.
+    fn leaks(&self, token: &str) -> Option<String> {
         for (name, value) in &self.headers {
             let value = String::from_utf8_lossy(value.as_bytes());
-            if name.as_str().contains(TOKEN) || value.contains(TOKEN) {
+            if name.as_str().contains(token) || value.contains(token) {
                 return Some(format!("header {name}: {value}"));
             }
         }
         self.body
-            .contains(TOKEN)
+            .contains(token)
             .then(|| format!("body {}", self.body))
     }
 }
@@ -108,8 +110,17 @@ async fn serve(app: axum::Router) -> String {
     base
 }
 
-#[tokio::test]
-async fn the_profile_token_reaches_no_upstream_and_no_hook() {
+/// What the upstream, the hooks, the audit log and the log got from one call.
+struct Observed {
+    proxied: Vec<Seen>,
+    hooked: Vec<Seen>,
+    audited: String,
+    logged: String,
+}
+
+/// Serves `config_tail` (profiles, `[gateway.auth]`) in front of the recording proxy and
+/// hooks, calls `remote__echo__echo` with `token`, and collects what everyone saw.
+async fn one_call(config_tail: &str, token: &str) -> Observed {
     let inner = Workdir::new(&server_toml("echo", "echo_server", &[]));
     let upstream = HttpGateway::start(&inner).await;
 
@@ -133,10 +144,8 @@ async fn the_profile_token_reaches_no_upstream_and_no_hook() {
 
     let outer = Workdir::new(&format!(
         "[servers.remote]\nurl = \"{proxy}/mcp\"\n\
-         [profiles.ops]\ntokens = [{}]\n\
          [[hooks]]\nstage = \"pre\"\nhttp = \"{hooks}/hook\"\n\
-         [[hooks]]\nstage = \"post\"\nhttp = \"{hooks}/hook\"\n",
-        toml_string(TOKEN)
+         [[hooks]]\nstage = \"post\"\nhttp = \"{hooks}/hook\"\n{config_tail}"
     ));
     let audit = outer.path("audit.jsonl");
     let mut command = tokio::process::Command::new(toolgate());
@@ -147,7 +156,7 @@ async fn the_profile_token_reaches_no_upstream_and_no_hook() {
         .arg(&audit)
         .env("RUST_LOG", "trace");
     let gateway = HttpGateway::launch(command).await;
-    let (client, _) = try_http_client(&gateway.url, Some(TOKEN))
+    let (client, _) = try_http_client(&gateway.url, Some(token))
         .await
         .expect("the token opens the ops profile");
     let result = call(&client, "remote__echo__echo", json!({"text": "hi"}))
@@ -156,12 +165,30 @@ async fn the_profile_token_reaches_no_upstream_and_no_hook() {
     assert_eq!(text(&result), "hi", "{result:?}");
     client.cancel().await.unwrap();
 
+    let audited = wait_for_file(&audit, "remote__echo__echo", Duration::from_secs(5)).await;
+    let logged = gateway.log.lock().unwrap().clone();
     let proxied = proxied.lock().unwrap().clone();
+    let hooked = hooked.lock().unwrap().clone();
+    Observed {
+        proxied,
+        hooked,
+        audited,
+        logged,
+    }
+}
+
+/// Nobody downstream of the gateway saw `token`, and the call did go through all of them.
+fn assert_kept(observed: &Observed, token: &str) {
+    let Observed {
+        proxied,
+        hooked,
+        audited,
+        logged,
+    } = observed;
     assert!(
         proxied.iter().any(|s| s.body.contains("tools/call")),
         "the call went through the recording proxy: {proxied:#?}"
     );
-    let hooked = hooked.lock().unwrap().clone();
     assert_eq!(
         hooked.len(),
         2,
@@ -171,19 +198,76 @@ async fn the_profile_token_reaches_no_upstream_and_no_hook() {
         hooked.iter().all(|s| s.body.contains(r#""profile":"ops""#)),
         "the hooks saw the call of the token's profile: {hooked:#?}"
     );
-    let audited = wait_for_file(&audit, "remote__echo__echo", Duration::from_secs(5)).await;
-    assert!(!audited.contains(TOKEN), "the audit log holds the token");
-    let logged = gateway.log.lock().unwrap().clone();
+    assert!(!audited.contains(token), "the audit log holds the token");
     assert!(
         logged.contains("CallToolRequest"),
         "the debug log shows the request as received: {logged:.2000}"
     );
-    assert!(!logged.contains(TOKEN), "the log holds the token");
-    for seen in proxied.iter().chain(&hooked) {
-        assert_eq!(seen.leaks(), None, "the token leaked: {seen:#?}");
+    assert!(!logged.contains(token), "the log holds the token");
+    for seen in proxied.iter().chain(hooked) {
+        assert_eq!(seen.leaks(token), None, "the token leaked: {seen:#?}");
         assert!(
             seen.headers.get(header::AUTHORIZATION).is_none(),
             "no Authorization header was configured, so none may be sent: {seen:#?}"
         );
     }
+}
+
+#[tokio::test]
+async fn the_profile_token_reaches_no_upstream_and_no_hook() {
+    let observed = one_call(
+        &format!("[profiles.ops]\ntokens = [{}]\n", toml_string(TOKEN)),
+        TOKEN,
+    )
+    .await;
+    assert_kept(&observed, TOKEN);
+    assert!(
+        !observed.audited.contains("subject"),
+        "a static token has no subject: {}",
+        observed.audited
+    );
+}
+
+#[tokio::test]
+async fn the_idp_token_reaches_no_upstream_and_no_hook_but_its_subject_does() {
+    let key = idp::SigningKey::rsa("rsa-1");
+    let idp = idp::Idp::start(&[&key]).await;
+    let audience = "https://toolgate.test/mcp";
+    let jwt = key.sign(&idp.claims(
+        audience,
+        "alice@example.test",
+        json!({"scope": "openid tools:ops"}),
+    ));
+    let observed = one_call(
+        &format!(
+            "[profiles.ops]\n\
+             [gateway.auth]\nissuer = \"{}\"\naudience = \"{audience}\"\n\
+             [[gateway.auth.map]]\nvalue = \"tools:ops\"\nprofile = \"ops\"\n",
+            idp.issuer
+        ),
+        &jwt,
+    )
+    .await;
+    assert_kept(&observed, &jwt);
+    // Nor any part of it (a proxy could forward the payload alone).
+    let payload = jwt.split('.').nth(1).unwrap();
+    for seen in observed.proxied.iter().chain(&observed.hooked) {
+        assert_eq!(seen.leaks(payload), None, "the token's payload leaked");
+    }
+    assert!(!observed.logged.contains(payload));
+    assert!(
+        observed
+            .hooked
+            .iter()
+            .all(|s| s.body.contains(r#""subject":"alice@example.test""#)),
+        "each hook request names the subject: {:#?}",
+        observed.hooked
+    );
+    assert!(
+        observed
+            .audited
+            .contains(r#""subject":"alice@example.test""#),
+        "the audit line names the subject: {}",
+        observed.audited
+    );
 }

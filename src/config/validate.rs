@@ -76,7 +76,12 @@ pub fn validate(
     let tracing = super::TracingSettings::from_raw(gateway.tracing, &invalid, &|value| {
         expand_vars(value, lookup)
     })?;
+    let auth = gateway
+        .auth
+        .map(|raw| super::AuthSettings::from_raw(raw, &profiles, &invalid))
+        .transpose()?;
     Ok(Config {
+        auth,
         tracing,
         pinning,
         code,

@@ -195,6 +195,8 @@ impl FastPath {
                 progress,
                 cancel,
                 traceparent,
+                // stdio: no IdP tokens.
+                subject: None,
             },
         };
         // Boxed: the call's whole state is large, and a task moves its future into place.

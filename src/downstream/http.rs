@@ -5,8 +5,11 @@
 //!    that does not name this server → 403; an `Origin` that is not in
 //!    `gateway.http.allowed_origins` nor loopback (unless `allow_loopback_origins = false`)
 //!    → 403 (no `Origin`: not checked).
-//! 2. **Profile and token** ([`auth`]); every 401 carries `WWW-Authenticate: Bearer`:
-//!    - `Authorization: Bearer T` with a token no profile lists → 401;
+//! 2. **Profile and token** ([`auth`]); every 401 carries `WWW-Authenticate: Bearer`
+//!    (with `resource_metadata` when `[gateway.auth]` is set, see [`oauth`]):
+//!    - `Authorization: Bearer T` with a token no profile lists → 401, unless T is a JWT
+//!      that `[gateway.auth]` accepts ([`oauth`]): it selects the profiles its claim maps
+//!      to (none → 403), and its subject goes with the request;
 //!    - **no token while any profile lists tokens → 401**, unless
 //!      `gateway.http.allow_anonymous = true`, which lets callers without a token use the
 //!      profiles that list none (as when no profile lists tokens at all);
@@ -30,6 +33,7 @@ pub mod connections;
 pub mod doors;
 pub mod envelope;
 pub mod metrics;
+pub mod oauth;
 pub mod sessions;
 
 use std::{collections::HashMap, net::SocketAddr, sync::Arc, time::Duration};
@@ -111,8 +115,17 @@ impl Front {
         if let Err(refusal) = self.doors.check(request.headers()) {
             return refusal.into_response();
         }
-        let profile = match self.access.select(path_profile, request.headers()) {
-            Ok(profile) => profile,
+        let mut request = request;
+        let profile = match self.access.select(path_profile, request.headers()).await {
+            Ok(selected) => {
+                if let Some(subject) = selected.subject {
+                    // For the handler: the call's audit line and hook requests carry it.
+                    request
+                        .extensions_mut()
+                        .insert(oauth::Subject(subject.into()));
+                }
+                selected.profile
+            }
             Err(refusal) => return refusal.into_response(),
         };
         let Some(endpoint) = self.endpoints.get(&profile) else {
@@ -296,9 +309,15 @@ pub async fn serve(
             (p.name.clone(), endpoint)
         })
         .collect();
+    let oauth = match &config.auth {
+        Some(settings) => Some(Arc::new(
+            oauth::OAuth::new(settings).map_err(|e| anyhow::anyhow!("[gateway.auth]: {e}"))?,
+        )),
+        None => None,
+    };
     let front = Arc::new(Front {
         doors,
-        access: Access::new(config),
+        access: Access::new(config, oauth.clone()),
         endpoints,
         sessions,
         in_flight: Arc::default(),
@@ -309,7 +328,7 @@ pub async fn serve(
     });
     let answering = front.answering.clone();
 
-    let app =
+    let mut app =
         axum::Router::new()
             .route(
                 "/mcp",
@@ -354,6 +373,26 @@ pub async fn serve(
                 )
             })
             .with_state(front);
+    if let Some(oauth) = oauth {
+        // Public (issuer and resource URL only) and read by clients before they have a
+        // token, from any origin: no doors. Served at the root and suffixed with `/mcp`.
+        let suffixed = format!("{}/mcp", oauth::METADATA_PATH);
+        let metadata = axum::Router::new()
+            .route(
+                oauth::METADATA_PATH,
+                axum::routing::get(|State(oauth): State<Arc<oauth::OAuth>>| async move {
+                    oauth.metadata()
+                }),
+            )
+            .route(
+                &suffixed,
+                axum::routing::get(|State(oauth): State<Arc<oauth::OAuth>>| async move {
+                    oauth.metadata()
+                }),
+            )
+            .with_state(oauth);
+        app = app.merge(metadata);
+    }
     tracing::info!(
         %bound,
         max_connections = limits.max_connections,

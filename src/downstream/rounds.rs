@@ -125,6 +125,7 @@ impl GatewayService {
         let peer = context.peer.clone();
         let progress = context.meta.get_progress_token();
         let traceparent = super::traceparent_of(&context);
+        let subject = super::subject_of(&context);
         let (state, responses) = (request.request_state, request.input_responses);
         let (name, arguments) = (request.name, request.arguments);
         let step = self
@@ -140,6 +141,7 @@ impl GatewayService {
                         progress,
                         cancel,
                         traceparent,
+                        subject,
                     };
                     let call = service.call_of(&peer, call, Some(sink));
                     async move {

@@ -75,6 +75,10 @@ impl AuditLog {
             "outcome": outcome,
             "duration_us": elapsed.as_micros() as u64,
         });
+        // Who, when an IdP token said so (HTTP with `[gateway.auth]`); never the token.
+        if let Some(subject) = call.client.as_ref().and_then(|c| c.subject.as_deref()) {
+            record["subject"] = subject.into();
+        }
         if self.with_arguments {
             record["arguments"] = serde_json::Value::Object(call.arguments.clone());
         }

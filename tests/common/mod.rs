@@ -2,6 +2,7 @@
 #![allow(dead_code)] // each test file uses a different subset
 
 pub mod code_pool;
+pub mod idp;
 pub mod interop;
 pub mod procs;
 
