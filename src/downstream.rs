@@ -18,6 +18,7 @@ pub mod lines;
 mod offers;
 mod rounds;
 pub mod stdio;
+pub mod tasks;
 
 use std::sync::Arc;
 
@@ -331,13 +332,20 @@ impl ServerHandler for GatewayService {
         self.level(request.level, context).await
     }
 
-    /// The four lists, renamed by the fronts ([`faithful`]), answered with every field.
+    /// The four lists, renamed by the fronts ([`faithful`]), answered with every field; the
+    /// task requests, renamed too, routed to the task's server ([`tasks`]).
     async fn on_custom_request(
         &self,
         request: rmcp::model::CustomRequest,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::CustomResult, McpError> {
-        match self.faithful_list(&request.method, &context).await {
+        if let Some(answer) = self.faithful_list(&request.method, &context).await {
+            return answer.map(rmcp::model::CustomResult);
+        }
+        match self
+            .task_request(&request.method, request.params, &context)
+            .await
+        {
             Some(answer) => answer.map(rmcp::model::CustomResult),
             None => Err(McpError::new(
                 rmcp::model::ErrorCode::METHOD_NOT_FOUND,

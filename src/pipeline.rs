@@ -48,7 +48,7 @@ use crate::{
     upstream::{CallContext, ProgressSink, UpstreamError, Upstreams},
 };
 
-pub use answer::Answer;
+pub use answer::{Answer, TaskRequest};
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -88,6 +88,9 @@ pub struct ToolCall {
     pub span: tracing::Span,
     /// The client's `traceparent`: what goes out when spans are not exported.
     pub remote: Option<Traceparent>,
+    /// A task-augmented call (MCP 2025-11-25): the `task` and `_meta` it is forwarded with;
+    /// its answer is the upstream's `CreateTaskResult` ([`Answer::Task`]).
+    pub task: Option<Arc<answer::TaskRequest>>,
 }
 
 /// What a pre gate decides.
@@ -213,6 +216,28 @@ async fn dispatch(
         remote: call.remote,
         rounds: call.client.as_ref().and_then(|c| c.rounds.clone()),
     };
+    if let Some(task) = &call.task {
+        let mut params = serde_json::Map::new();
+        params.insert("name".into(), entry.upstream_name.clone().into());
+        params.insert(
+            "arguments".into(),
+            serde_json::Value::Object(call.arguments.clone()),
+        );
+        params.insert("task".into(), task.task.clone());
+        if let Some(meta) = &task.meta {
+            params.insert("_meta".into(), serde_json::Value::Object(meta.clone()));
+        }
+        let limit = crate::upstream::Limit {
+            timeout: std::time::Duration::from_millis(entry.policy.timeout_ms),
+            cancel: context.cancel,
+            caller: context.session.map(|session| (session, context.rounds)),
+        };
+        let result = upstream.json_request("tools/call", params, limit).await?;
+        return Ok(Answer::Task {
+            server: entry.server.clone(),
+            result,
+        });
+    }
     if call.raw && upstream.raw_link().is_some() {
         pipeline.metrics.count_raw_upstream_call();
         let raw = upstream
@@ -372,8 +397,42 @@ impl Pipeline {
     pub async fn execute_answer(
         &self,
         view: &Arc<View>,
+        call: Call,
+        raw: bool,
+    ) -> Result<Answer, CallError> {
+        self.execute_with(view, call, raw, None).await
+    }
+
+    /// A task-augmented call: every stage before the upstream as for any call, then the
+    /// upstream's `CreateTaskResult` as it came (post hooks and output checks do not see it:
+    /// there is no tool result yet).
+    pub async fn execute_task(
+        &self,
+        view: &Arc<View>,
+        call: Call,
+        task: TaskRequest,
+    ) -> Result<serde_json::Map<String, serde_json::Value>, CallError> {
+        match self
+            .execute_with(view, call, false, Some(Arc::new(task)))
+            .await?
+        {
+            Answer::Task { result, .. } => Ok(result),
+            other => Err(CallError::Upstream(UpstreamError::Protocol {
+                server: crate::config::ServerId::global(crate::config::ServerName::gateway()),
+                detail: format!(
+                    "a task-augmented call ended without a task (error result: {})",
+                    other.is_error()
+                ),
+            })),
+        }
+    }
+
+    async fn execute_with(
+        &self,
+        view: &Arc<View>,
         mut call: Call,
         raw: bool,
+        task: Option<Arc<TaskRequest>>,
     ) -> Result<Answer, CallError> {
         let from_program = call.sub_call_id.is_some();
         let call_id = match call.sub_call_id.take() {
@@ -383,7 +442,7 @@ impl Pipeline {
         let span = call
             .trace
             .call_span(&call_id, call.profile.as_str(), &call.name);
-        self.execute_in(view, call, call_id, from_program, raw, span.clone())
+        self.execute_in(view, call, call_id, from_program, (raw, task), span.clone())
             .instrument(span)
             .await
     }
@@ -395,7 +454,7 @@ impl Pipeline {
         call: Call,
         call_id: String,
         from_program: bool,
-        raw: bool,
+        (raw, task): (bool, Option<Arc<TaskRequest>>),
         span: tracing::Span,
     ) -> Result<Answer, CallError> {
         let started = Instant::now();
@@ -449,6 +508,7 @@ impl Pipeline {
             raw,
             span,
             remote: call.trace.remote,
+            task,
         };
         let mut admitted = None;
         let outcome = if !violations.is_empty() {
@@ -513,6 +573,8 @@ impl Pipeline {
         let answer = next.run(call, cancel).await?;
         // Decoded only for a stage that reads it; otherwise it may go out as it came.
         let mut result = match answer {
+            // No tool result yet: checks and post hooks have nothing to read.
+            task @ Answer::Task { .. } => return Ok(task),
             Answer::Raw(raw) if call.entry.policy.output.is_none() && self.posts.is_empty() => {
                 if let Some(limit) = self.max_result_bytes
                     && raw.size() > limit
