@@ -2,7 +2,8 @@
 //!
 //! [`GatewayService`] answers `tools/list` from the current view and sends `tools/call`
 //! through the [`Pipeline`](crate::pipeline::Pipeline); prompts, resources, completion and
-//! the logging level are answered from the view and forwarded to their server ([`offers`]).
+//! the logging level are answered from the view and forwarded to their server ([`offers`]);
+//! task requests go to the server that owns the task ([`tasks`]).
 //! It also tells each client when its view changes: 2025-11-25 clients get the
 //! `notifications/*/list_changed` from a watcher started at `notifications/initialized`;
 //! 2026-07-28 clients get them on their `subscriptions/listen` stream.

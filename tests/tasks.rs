@@ -362,9 +362,156 @@ async fn http_sessions_keep_their_tasks_apart_and_profiles_without_tasks_offer_n
         -32602,
         "a hidden tool is unknown: {answer}"
     );
+    // Spec 2025-11-25: where tasks are not declared, a call's `task` is ignored...
     id += 1;
     let answer = plain
         .ask(task_call(id, "echo__echo", json!({"text": "hi"})))
         .await;
-    assert_eq!(error_code(&answer), -32601, "{answer}");
+    assert_eq!(result(&answer)["content"][0]["text"], "hi", "{answer}");
+    assert!(result(&answer).get("task").is_none(), "{answer}");
+    // ...and the task methods are not served.
+    for method in ["tasks/list", "tasks/get"] {
+        id += 1;
+        let answer = plain
+            .ask(request(id, method, json!({"taskId": mine})))
+            .await;
+        assert_eq!(error_code(&answer), -32601, "{method}: {answer}");
+    }
+}
+
+/// server-everything as a streamable HTTP upstream on a free port; killed on drop.
+async fn everything_over_http() -> (tokio::process::Child, String) {
+    let deps = Deps::installed();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let mut child = tokio::process::Command::new(&deps.node)
+        .arg(deps.server_js("server-everything"))
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn server-everything");
+    let stderr = child.stderr.take().expect("stderr piped");
+    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stderr));
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(line) = lines.next_line().await.expect("read stderr") {
+            if line.contains("listening on port") {
+                return;
+            }
+        }
+        panic!("server-everything exited before listening");
+    })
+    .await
+    .expect("server-everything listens within 30s");
+    // Keep its stderr drained.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, format!("http://127.0.0.1:{port}/mcp"))
+}
+
+#[tokio::test]
+async fn an_http_upstream_runs_tasks_through_a_stdio_client() {
+    let (_server, url) = everything_over_http().await;
+    let work = Workdir::new(&format!(
+        "[servers.everything]\nurl = {}\n\n{}",
+        toml_string(&url),
+        server_toml("echo", "echo_server", &[])
+    ));
+    let mut raw = RawStdio::spawn(&work);
+    raw.send(&initialize(0)).await;
+    let answer = raw.next_answer().await;
+    assert!(
+        result(&answer)["capabilities"]["tasks"].is_object(),
+        "{answer}"
+    );
+    raw.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    let mut client = Client::Stdio(Box::new(raw));
+    let mut id = 10;
+    research_tool(&mut client, &mut id).await;
+    id += 1;
+    let created = client
+        .ask(task_call(id, RESEARCH, json!({"topic": "over http"})))
+        .await;
+    let task_id = result(&created)["task"]["taskId"]
+        .as_str()
+        .expect("a task id")
+        .to_owned();
+    assert!(task_id.starts_with("tg-"), "{created}");
+    // `tasks/result` before the end: it waits for the task, then gives its result.
+    id += 1;
+    let answer = client
+        .ask(request(id, "tasks/result", json!({"taskId": task_id})))
+        .await;
+    let text = result(&answer)["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("Research Report: over http"), "{answer}");
+    let done = client.until_done(&task_id, &mut id).await;
+    assert_eq!(done["status"], "completed", "{done}");
+}
+
+#[tokio::test]
+async fn a_waiting_tasks_result_is_bounded_by_the_tool_timeout_and_can_be_cancelled() {
+    let deps = Deps::installed();
+    let work = Workdir::new(&format!(
+        "[servers.everything]\ncommand = {}\nargs = [{}, \"stdio\"]\ntimeout_ms = 1500\n",
+        toml_string(&deps.node.display().to_string()),
+        toml_string(&deps.server_js("server-everything").display().to_string()),
+    ));
+    let raw = RawStdio::start(&work).await;
+    let mut client = Client::Stdio(Box::new(raw));
+    let mut id = 10;
+    research_tool(&mut client, &mut id).await;
+    id += 1;
+    let created = client
+        .ask(task_call(id, RESEARCH, json!({"topic": "slow"})))
+        .await;
+    let task_id = result(&created)["task"]["taskId"]
+        .as_str()
+        .expect("a task id")
+        .to_owned();
+    // The task takes about four seconds; the server's calls may take 1.5.
+    id += 1;
+    let started = Instant::now();
+    let answer = client
+        .ask(request(id, "tasks/result", json!({"taskId": task_id})))
+        .await;
+    let waited = started.elapsed();
+    assert_eq!(error_code(&answer), -32603, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("no answer within 1500 ms"), "{answer}");
+    assert!(waited < Duration::from_secs(3), "waited {waited:?}");
+
+    // A client that stops waiting cancels its `tasks/result`: no answer comes for it, the
+    // session goes on, and the task itself is not cancelled.
+    let Client::Stdio(mut raw) = client else {
+        unreachable!()
+    };
+    raw.send(&request(700, "tasks/result", json!({"taskId": task_id})))
+        .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    raw.send(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 700, "reason": "gave up"}}),
+    )
+    .await;
+    raw.send(&request(701, "tasks/get", json!({"taskId": task_id})))
+        .await;
+    let answer = raw.next_answer().await;
+    assert_eq!(
+        answer["id"], 701,
+        "the cancelled request got no answer: {answer}"
+    );
+    assert_ne!(result(&answer)["status"], "cancelled", "{answer}");
+    // Polled past the 1.5 s the cancelled request could have waited: an answer to it would
+    // fail `ask`'s id check.
+    let mut client = Client::Stdio(raw);
+    let mut id = 800;
+    let done = client.until_done(&task_id, &mut id).await;
+    assert_eq!(done["status"], "completed", "{done}");
 }

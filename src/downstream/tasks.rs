@@ -148,6 +148,17 @@ impl GatewayService {
                 ))));
             }
         };
+        if public != "tools/call"
+            && !offers_tasks(&self.view())
+            && !self.gateway.relay.tasks.has_tasks(self.session)
+        {
+            // Like the other capabilities: not declared, not served.
+            return Some(Err(McpError::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                format!("{public}: no server this profile sees offers tasks"),
+                None,
+            )));
+        }
         Some(match public {
             "tools/call" => self.task_call(params, context).await,
             "tasks/list" => self.list_tasks(&params, context).await,
@@ -165,6 +176,13 @@ impl GatewayService {
         if let Some(problem) = super::guard::call_params_problem(Some(&object)) {
             return Err(invalid(problem));
         }
+        let view = self.view();
+        if !offers_tasks(&view) {
+            // Spec 2025-11-25: a receiver that does not declare tasks for `tools/call`
+            // processes the request normally, ignoring `task`.
+            params.remove("task");
+            return self.plain_call(params, context).await;
+        }
         let task = params.remove("task").unwrap_or(Value::Null);
         if !task.is_object() {
             return Err(invalid(format!(
@@ -180,7 +198,6 @@ impl GatewayService {
             Some(Value::Object(arguments)) => Some(arguments),
             _ => None,
         };
-        let view = self.view();
         // Spec 2025-11-25: a tool that does not declare task support is not run as a task.
         let entry = view.get(&name).cloned();
         if let Some(entry) = &entry
@@ -268,6 +285,33 @@ impl GatewayService {
         Ok(Value::Object(result))
     }
 
+    /// A `tools/call` without its `task`, answered as rmcp's handler answers any call.
+    async fn plain_call(
+        &self,
+        mut params: Map<String, Value>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Value, McpError> {
+        let mut context = context.clone();
+        if let Some(meta) = params.remove("_meta") {
+            context.meta = serde_json::from_value(meta)
+                .map_err(|e| invalid(format!("tools/call: unreadable `_meta`: {e}")))?;
+        }
+        let request: rmcp::model::CallToolRequestParams =
+            serde_json::from_value(Value::Object(params))
+                .map_err(|e| invalid(format!("invalid params for tools/call: {e}")))?;
+        let modern = Self::modern(&context);
+        let response = rmcp::ServerHandler::call_tool(self, request, context).await?;
+        let mut result = rmcp::model::ServerResult::from(response);
+        if modern {
+            result.fill_missing_cache_hints();
+        } else {
+            result.strip_result_type_for_legacy_peer();
+            result.strip_non_object_output_for_legacy_peer();
+        }
+        serde_json::to_value(&result)
+            .map_err(|e| McpError::internal_error(format!("tools/call: {e}"), None))
+    }
+
     /// `tasks/get`, `tasks/result` and `tasks/cancel`: to the task's server, under its id.
     async fn forward_task(
         &self,
@@ -291,7 +335,9 @@ impl GatewayService {
         let mut result = self
             .ask(&route, method, forwarded, timeout, context)
             .await?;
-        if result.contains_key("taskId") {
+        // `tasks/get` and `tasks/cancel` answer with the task; `tasks/result` with the
+        // tool's result, which is left as it is but for its related-task `_meta`.
+        if method != "tasks/result" && result.contains_key("taskId") {
             result.insert("taskId".into(), Value::String(route.id.clone()));
         }
         rename_related(&mut result, &route.id);

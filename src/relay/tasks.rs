@@ -143,6 +143,14 @@ impl Tasks {
         Some((page, rest.next().is_some()))
     }
 
+    /// Whether `session` has any task.
+    pub fn has_tasks(&self, session: SessionId) -> bool {
+        self.lock()
+            .sessions
+            .get(&session)
+            .is_some_and(|tasks| !tasks.is_empty())
+    }
+
     /// The cursor for the page after `route` (its id: opaque to clients).
     pub fn cursor_of(route: &TaskRoute) -> String {
         route.id.clone()
