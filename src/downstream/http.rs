@@ -173,7 +173,7 @@ impl Front {
             if method == TOOLS_CALL {
                 answering = Some(self.answering.token());
             }
-            handshake = method == "initialize" || method == "server/discover";
+            handshake = method == "initialize";
             match session {
                 Some(session) => match self.in_flight.begin(session, id) {
                     Some(taken) => claim = Some(taken),

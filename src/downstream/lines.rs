@@ -268,7 +268,7 @@ pub struct Lines<R, W> {
     handshake: Option<HandshakePatch>,
 }
 
-/// Rewrites the answer to `initialize` or `server/discover` (as JSON) before it is written:
+/// Rewrites the answer to `initialize` (as JSON) before it is written:
 /// for what rmcp's typed capabilities cannot hold ([`super::tasks`]).
 pub type HandshakePatch = Arc<dyn Fn(&mut Value) + Send + Sync>;
 
@@ -399,7 +399,7 @@ where
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         use rmcp::model::ServerResult as S;
         let handshake = matches!(&item, JsonRpcMessage::Response(r)
-            if matches!(r.result, S::InitializeResult(_) | S::DiscoverResult(_)));
+            if matches!(r.result, S::InitializeResult(_)));
         let line = match self.handshake.as_ref().filter(|_| handshake) {
             Some(patch) => serde_json::to_value(&item).and_then(|mut value| {
                 patch(&mut value);

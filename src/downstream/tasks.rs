@@ -81,8 +81,9 @@ pub fn capability() -> Value {
     serde_json::json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}})
 }
 
-/// Adds `capabilities.tasks` to a handshake answer (a whole JSON-RPC response) when the
-/// session's profile offers tasks, or while what the servers offer is unknown yet.
+/// Adds `capabilities.tasks` to the answer to `initialize` (a whole JSON-RPC response) when
+/// the session's profile offers tasks, or while what the servers offer is unknown yet. A
+/// 2026-07-28 `server/discover` is left alone: that era has no core `tasks` capability.
 pub fn handshake_patch(service: &GatewayService) -> super::lines::HandshakePatch {
     handshake_patch_for(service.gateway.clone(), service.profile.clone())
 }

@@ -1,4 +1,4 @@
-//! The answer to `initialize` (or `server/discover`) rewritten before it leaves: for what rmcp's typed capabilities cannot hold (the 2025-11-25 `tasks` capability, [`crate::downstream::tasks`]).
+//! The answer to `initialize` rewritten before it leaves: for what rmcp's typed capabilities cannot hold (the 2025-11-25 `tasks` capability, [`crate::downstream::tasks`]).
 //!
 //! The answer is small and rmcp ends its stream after it, so it is read whole (bounded in
 //! size and time), each JSON-RPC response in it patched, and sent on. An answer that cannot
