@@ -21,6 +21,7 @@ pub mod audit;
 pub mod builtin;
 pub mod metrics;
 mod replace;
+mod task;
 pub mod validate;
 
 use std::{
@@ -48,7 +49,8 @@ use crate::{
     upstream::{CallContext, ProgressSink, UpstreamError, Upstreams},
 };
 
-pub use answer::{Answer, TaskRequest};
+pub use answer::Answer;
+pub use task::TaskRequest;
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -90,7 +92,7 @@ pub struct ToolCall {
     pub remote: Option<Traceparent>,
     /// A task-augmented call (MCP 2025-11-25): the `task` and `_meta` it is forwarded with;
     /// its answer is the upstream's `CreateTaskResult` ([`Answer::Task`]).
-    pub task: Option<Arc<answer::TaskRequest>>,
+    pub task: Option<Arc<TaskRequest>>,
 }
 
 /// What a pre gate decides.
@@ -217,26 +219,7 @@ async fn dispatch(
         rounds: call.client.as_ref().and_then(|c| c.rounds.clone()),
     };
     if let Some(task) = &call.task {
-        let mut params = serde_json::Map::new();
-        params.insert("name".into(), entry.upstream_name.clone().into());
-        params.insert(
-            "arguments".into(),
-            serde_json::Value::Object(call.arguments.clone()),
-        );
-        params.insert("task".into(), task.task.clone());
-        if let Some(meta) = &task.meta {
-            params.insert("_meta".into(), serde_json::Value::Object(meta.clone()));
-        }
-        let limit = crate::upstream::Limit {
-            timeout: std::time::Duration::from_millis(entry.policy.timeout_ms),
-            cancel: context.cancel,
-            caller: context.session.map(|session| (session, context.rounds)),
-        };
-        let result = upstream.json_request("tools/call", params, limit).await?;
-        return Ok(Answer::Task {
-            server: entry.server.clone(),
-            result,
-        });
+        return task::dispatch(upstream, call, task, context).await;
     }
     if call.raw && upstream.raw_link().is_some() {
         pipeline.metrics.count_raw_upstream_call();
@@ -403,31 +386,7 @@ impl Pipeline {
         self.execute_with(view, call, raw, None).await
     }
 
-    /// A task-augmented call: every stage before the upstream as for any call, then the
-    /// upstream's `CreateTaskResult` as it came (post hooks and output checks do not see it:
-    /// there is no tool result yet).
-    pub async fn execute_task(
-        &self,
-        view: &Arc<View>,
-        call: Call,
-        task: TaskRequest,
-    ) -> Result<serde_json::Map<String, serde_json::Value>, CallError> {
-        match self
-            .execute_with(view, call, false, Some(Arc::new(task)))
-            .await?
-        {
-            Answer::Task { result, .. } => Ok(result),
-            other => Err(CallError::Upstream(UpstreamError::Protocol {
-                server: crate::config::ServerId::global(crate::config::ServerName::gateway()),
-                detail: format!(
-                    "a task-augmented call ended without a task (error result: {})",
-                    other.is_error()
-                ),
-            })),
-        }
-    }
-
-    async fn execute_with(
+    pub(crate) async fn execute_with(
         &self,
         view: &Arc<View>,
         mut call: Call,

@@ -18,14 +18,6 @@ pub enum Answer {
     },
 }
 
-/// What a task-augmented `tools/call` carries besides name and arguments.
-pub struct TaskRequest {
-    /// The client's `task` (e.g. `{"ttl": 60000}`), forwarded as it came.
-    pub task: serde_json::Value,
-    /// The client's `_meta`, without its `progressToken` (task progress is not relayed).
-    pub meta: Option<serde_json::Map<String, serde_json::Value>>,
-}
-
 impl Answer {
     /// Whether the tool says it failed (`isError: true`).
     pub fn is_error(&self) -> bool {
