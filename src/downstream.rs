@@ -2,7 +2,8 @@
 //!
 //! [`GatewayService`] answers `tools/list` from the current view and sends `tools/call`
 //! through the [`Pipeline`](crate::pipeline::Pipeline); prompts, resources, completion and
-//! the logging level are answered from the view and forwarded to their server ([`offers`]).
+//! the logging level are answered from the view and forwarded to their server ([`offers`]);
+//! task requests go to the server that owns the task ([`tasks`]).
 //! It also tells each client when its view changes: 2025-11-25 clients get the
 //! `notifications/*/list_changed` from a watcher started at `notifications/initialized`;
 //! 2026-07-28 clients get them on their `subscriptions/listen` stream.
@@ -18,6 +19,7 @@ pub mod lines;
 mod offers;
 mod rounds;
 pub mod stdio;
+pub mod tasks;
 
 use std::sync::Arc;
 
@@ -335,13 +337,20 @@ impl ServerHandler for GatewayService {
         self.level(request.level, context).await
     }
 
-    /// The four lists, renamed by the fronts ([`faithful`]), answered with every field.
+    /// The four lists, renamed by the fronts ([`faithful`]), answered with every field; the
+    /// task requests, renamed too, routed to the task's server ([`tasks`]).
     async fn on_custom_request(
         &self,
         request: rmcp::model::CustomRequest,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::CustomResult, McpError> {
-        match self.faithful_list(&request.method, &context).await {
+        if let Some(answer) = self.faithful_list(&request.method, &context).await {
+            return answer.map(rmcp::model::CustomResult);
+        }
+        match self
+            .task_request(&request.method, request.params, &context)
+            .await
+        {
             Some(answer) => answer.map(rmcp::model::CustomResult),
             None => Err(McpError::new(
                 rmcp::model::ErrorCode::METHOD_NOT_FOUND,

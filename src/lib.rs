@@ -43,7 +43,10 @@
 //!   or HTTP (`/mcp`, `/mcp/{profile}`, bearer tokens: static, or an identity provider's JWTs
 //!   with [`downstream::http::oauth`]; `/metrics`); prompts, resources,
 //!   completion and logging level are answered from the view and forwarded to their server;
-//!   the four lists are answered as JSON with every upstream field ([`downstream::faithful`]).
+//!   the four lists are answered as JSON with every upstream field ([`downstream::faithful`]);
+//!   tasks (MCP 2025-11-25: task-augmented `tools/call`, `tasks/*`) are renamed the same way
+//!   and routed to the owning server under per-session ids ([`downstream::tasks`],
+//!   [`relay::tasks`]).
 //! - [`import`]: `toolgate import`: a client's MCP config (Claude Desktop, Cursor, VS Code,
 //!   Windsurf) → `servers.toml`, secrets moved to `${VAR}`s; the snippet for the client.
 //! - [`telemetry`]: the `tools/call` span of every call (hooks and upstream requests as

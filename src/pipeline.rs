@@ -21,6 +21,7 @@ pub mod audit;
 pub mod builtin;
 pub mod metrics;
 mod replace;
+mod task;
 pub mod validate;
 
 use std::{
@@ -49,6 +50,7 @@ use crate::{
 };
 
 pub use answer::Answer;
+pub use task::TaskRequest;
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -88,6 +90,9 @@ pub struct ToolCall {
     pub span: tracing::Span,
     /// The client's `traceparent`: what goes out when spans are not exported.
     pub remote: Option<Traceparent>,
+    /// A task-augmented call (MCP 2025-11-25): the `task` and `_meta` it is forwarded with;
+    /// its answer is the upstream's `CreateTaskResult` ([`Answer::Task`]).
+    pub task: Option<Arc<TaskRequest>>,
 }
 
 /// What a pre gate decides.
@@ -213,6 +218,9 @@ async fn dispatch(
         remote: call.remote,
         rounds: call.client.as_ref().and_then(|c| c.rounds.clone()),
     };
+    if let Some(task) = &call.task {
+        return task::dispatch(upstream, call, task, context).await;
+    }
     if call.raw && upstream.raw_link().is_some() {
         pipeline.metrics.count_raw_upstream_call();
         let raw = upstream
@@ -372,8 +380,18 @@ impl Pipeline {
     pub async fn execute_answer(
         &self,
         view: &Arc<View>,
+        call: Call,
+        raw: bool,
+    ) -> Result<Answer, CallError> {
+        self.execute_with(view, call, raw, None).await
+    }
+
+    pub(crate) async fn execute_with(
+        &self,
+        view: &Arc<View>,
         mut call: Call,
         raw: bool,
+        task: Option<Arc<TaskRequest>>,
     ) -> Result<Answer, CallError> {
         let from_program = call.sub_call_id.is_some();
         let call_id = match call.sub_call_id.take() {
@@ -383,7 +401,7 @@ impl Pipeline {
         let span = call
             .trace
             .call_span(&call_id, call.profile.as_str(), &call.name);
-        self.execute_in(view, call, call_id, from_program, raw, span.clone())
+        self.execute_in(view, call, call_id, from_program, (raw, task), span.clone())
             .instrument(span)
             .await
     }
@@ -395,7 +413,7 @@ impl Pipeline {
         call: Call,
         call_id: String,
         from_program: bool,
-        raw: bool,
+        (raw, task): (bool, Option<Arc<TaskRequest>>),
         span: tracing::Span,
     ) -> Result<Answer, CallError> {
         let started = Instant::now();
@@ -449,6 +467,7 @@ impl Pipeline {
             raw,
             span,
             remote: call.trace.remote,
+            task,
         };
         let mut admitted = None;
         let outcome = if !violations.is_empty() {
@@ -513,6 +532,8 @@ impl Pipeline {
         let answer = next.run(call, cancel).await?;
         // Decoded only for a stage that reads it; otherwise it may go out as it came.
         let mut result = match answer {
+            // No tool result yet: checks and post hooks have nothing to read.
+            task @ Answer::Task { .. } => return Ok(task),
             Answer::Raw(raw) if call.entry.policy.output.is_none() && self.posts.is_empty() => {
                 if let Some(limit) = self.max_result_bytes
                     && raw.size() > limit

@@ -14,9 +14,13 @@
 //!   `{server}` or `{server}/{logger}`.
 //! - **Resource updates** go to the sessions subscribed to that resource, under the URI each
 //!   subscribed with.
+//! - **Task status** (`notifications/tasks/status`) goes to the session that created the
+//!   task, with the task id it knows ([`tasks`]).
 // rmcp marks logging, sampling and roots deprecated (SEP-2577, 2026-07-28); 2025-11-25
 // clients and servers use them, and this module exists to relay them.
 #![allow(deprecated)]
+
+pub mod tasks;
 
 use std::{
     collections::HashMap,
@@ -122,6 +126,8 @@ pub struct Relay {
     next_call: AtomicU64,
     inner: Mutex<Inner>,
     views: watch::Receiver<Arc<Views>>,
+    /// The tasks each session created ([`tasks`]).
+    pub tasks: tasks::Tasks,
 }
 
 /// A call in flight on a server: ends when dropped.
@@ -165,6 +171,7 @@ impl Relay {
             next_call: AtomicU64::new(1),
             inner: Mutex::new(Inner::default()),
             views,
+            tasks: tasks::Tasks::default(),
         }
     }
 
@@ -199,6 +206,7 @@ impl Relay {
     /// The session is gone. Returns the resources only it was subscribed to, to unsubscribe
     /// upstream.
     pub fn unregister(&self, session: SessionId) -> Vec<(ServerId, String)> {
+        self.tasks.forget_session(session);
         let mut inner = self.lock();
         let Some(gone) = inner.sessions.remove(&session) else {
             return Vec::new();

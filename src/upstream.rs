@@ -18,6 +18,7 @@ mod progress;
 pub mod raw;
 mod size_guard;
 mod supervisor;
+mod tasks;
 
 use std::{
     collections::HashMap,
@@ -145,6 +146,8 @@ pub struct Health {
 struct Link {
     peer: Peer<RoleClient>,
     raw: Option<Arc<raw::RawLink>>,
+    /// Where requests are sent and answered as JSON (lists, tasks).
+    json: lists::JsonLists,
 }
 
 /// Where progress for one upstream call should go: the calling client and its own token.

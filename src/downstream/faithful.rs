@@ -43,16 +43,51 @@ pub fn private_method(method: &str) -> Option<&'static str> {
         .map(|(_, private)| *private)
 }
 
-/// `message` (one JSON-RPC request) with a list method renamed to its private name; `None`
-/// when it is not a list request (or not readable: rmcp then refuses it as before).
+/// `message` (one JSON-RPC request) with a list method, or a task request
+/// ([`super::tasks`]), renamed to its private name; `None` when it is neither (or not
+/// readable: rmcp then refuses it as before).
 pub fn divert(message: &[u8]) -> Option<Vec<u8>> {
+    divert_named(message).map(|(renamed, _)| renamed)
+}
+
+/// [`divert`], with the private name.
+pub fn divert_named(message: &[u8]) -> Option<(Vec<u8>, &'static str)> {
     let mut object: Map<String, Value> = serde_json::from_slice(message).ok()?;
-    let private = object
-        .get("method")
-        .and_then(Value::as_str)
-        .and_then(private_method)?;
+    let method = object.get("method").and_then(Value::as_str)?;
+    let private = private_method(method)
+        .or_else(|| super::tasks::private_method(method, object.get("params")))?;
     object.insert("method".to_owned(), Value::String(private.to_owned()));
-    serde_json::to_vec(&object).ok()
+    Some((serde_json::to_vec(&object).ok()?, private))
+}
+
+/// A request read from a stdio line, read again under its private name when it is a list
+/// or about tasks; any other message as it was. The typed message says which it may be, so
+/// that other lines are not decoded twice.
+pub fn reread(
+    message: rmcp::service::RxJsonRpcMessage<RoleServer>,
+    line: &[u8],
+) -> rmcp::service::RxJsonRpcMessage<RoleServer> {
+    use rmcp::model::{ClientRequest as R, JsonRpcMessage};
+    let renamed = matches!(
+        &message,
+        JsonRpcMessage::Request(request) if match &request.request {
+            R::ListToolsRequest(_)
+            | R::ListPromptsRequest(_)
+            | R::ListResourcesRequest(_)
+            | R::ListResourceTemplatesRequest(_)
+            | R::GetTaskRequest(_)
+            | R::CancelTaskRequest(_) => true,
+            R::CustomRequest(custom) => custom.method.starts_with("tasks/"),
+            R::CallToolRequest(_) => super::tasks::may_carry_task(line),
+            _ => false,
+        }
+    );
+    if !renamed {
+        return message;
+    }
+    divert(line)
+        .and_then(|renamed| serde_json::from_slice(&renamed).ok())
+        .unwrap_or(message)
 }
 
 impl GatewayService {

@@ -327,7 +327,11 @@ impl FastPath {
                     session.modern,
                 ),
             },
-            Ok(Answer::Decoded(result)) => typed_line(request.id, Ok(result), session.modern),
+            Ok(answer @ (Answer::Decoded(_) | Answer::Task { .. })) => typed_line(
+                request.id,
+                answer.decode().or_else(crate::error::into_mcp),
+                session.modern,
+            ),
             Err(error) => typed_line(request.id, Err(error), session.modern),
         };
         self.service.gateway.pipeline.metrics.count_fast_path_call();

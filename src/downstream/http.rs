@@ -32,6 +32,7 @@ pub mod auth;
 pub mod connections;
 pub mod doors;
 pub mod envelope;
+mod handshake;
 pub mod metrics;
 pub mod oauth;
 pub mod sessions;
@@ -149,10 +150,12 @@ impl Front {
         };
         let envelope = Envelope::peek(&bytes);
         // The four lists go to the handler under private names, to be answered with every
-        // field the upstreams gave ([`super::faithful`]).
+        // field the upstreams gave ([`super::faithful`]); so do task requests ([`super::tasks`]).
         if let Some(method) = envelope.as_ref().and_then(|e| e.method.as_deref())
-            && let Some(private) = super::faithful::private_method(method)
-            && let Some(renamed) = super::faithful::divert(&bytes)
+            && (super::faithful::private_method(method).is_some()
+                || method.starts_with("tasks/")
+                || (method == TOOLS_CALL && super::tasks::may_carry_task(&bytes)))
+            && let Some((renamed, private)) = super::faithful::divert_named(&bytes)
         {
             bytes = renamed.into();
             // A matching `Mcp-Method` follows the body (a mismatching one is left for rmcp
@@ -171,6 +174,7 @@ impl Front {
         let mut claim = None;
         let mut answering = None;
         let mut reservation = None;
+        let mut handshake = false;
         if let Some(envelope) = &envelope
             && let Some((id, method)) = envelope.request()
         {
@@ -182,6 +186,7 @@ impl Front {
             if method == TOOLS_CALL {
                 answering = Some(self.answering.token());
             }
+            handshake = method == "initialize";
             match session {
                 Some(session) => match self.in_flight.begin(session, id) {
                     Some(taken) => claim = Some(taken),
@@ -211,6 +216,12 @@ impl Front {
         {
             return jsonrpc_refusal(StatusCode::BAD_REQUEST, id, refused);
         }
+        let response = if handshake && response.status().is_success() {
+            let patch = super::tasks::handshake_patch_for(self.gateway.clone(), profile.clone());
+            handshake::patch(response, patch.as_ref(), self.body_timeout, self.body_cap).await
+        } else {
+            response
+        };
         match (claim, answering) {
             (None, None) => response,
             held => hold_until_sent(response, held),

@@ -265,7 +265,12 @@ pub struct Lines<R, W> {
     write: Arc<LineWriter<W>>,
     reply: Option<Reply>,
     intercept: Option<Arc<dyn Intercept>>,
+    handshake: Option<HandshakePatch>,
 }
+
+/// Rewrites the answer to `initialize` (as JSON) before it is written:
+/// for what rmcp's typed capabilities cannot hold ([`super::tasks`]).
+pub type HandshakePatch = Arc<dyn Fn(&mut Value) + Send + Sync>;
 
 impl<R, W> Lines<R, W>
 where
@@ -281,7 +286,14 @@ where
             write: Arc::new(LineWriter::new(write)),
             reply: None,
             intercept: None,
+            handshake: None,
         }
+    }
+
+    /// Lets `patch` rewrite the handshake's answer.
+    pub fn with_handshake_patch(mut self, patch: HandshakePatch) -> Self {
+        self.handshake = Some(patch);
+        self
     }
 
     /// Lets `intercept` take lines before rmcp sees them.
@@ -357,7 +369,7 @@ where
             Err(None)
         } else {
             serde_json::from_slice(line)
-                .map(|message| faithful_list(message, line))
+                .map(|message| super::faithful::reread(message, line))
                 .map_err(|error| {
                     let refused = refusal(line, Some(&error));
                     if refused.is_none() {
@@ -374,31 +386,6 @@ where
 
 type Refused = (Option<RequestId>, ErrorData);
 
-/// A list request read again under its private name, so that the handler answers it with
-/// every field the upstreams gave ([`super::faithful`]); any other message as it was.
-fn faithful_list(
-    message: RxJsonRpcMessage<RoleServer>,
-    line: &[u8],
-) -> RxJsonRpcMessage<RoleServer> {
-    use rmcp::model::ClientRequest as R;
-    let is_list = matches!(
-        &message,
-        JsonRpcMessage::Request(request) if matches!(
-            request.request,
-            R::ListToolsRequest(_)
-                | R::ListPromptsRequest(_)
-                | R::ListResourcesRequest(_)
-                | R::ListResourceTemplatesRequest(_)
-        )
-    );
-    if !is_list {
-        return message;
-    }
-    super::faithful::divert(line)
-        .and_then(|renamed| serde_json::from_slice(&renamed).ok())
-        .unwrap_or(message)
-}
-
 impl<R, W> Transport<RoleServer> for Lines<R, W>
 where
     R: AsyncRead + Send + Unpin,
@@ -410,7 +397,17 @@ where
         &mut self,
         item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let line = serde_json::to_vec(&item).map(|mut line| {
+        use rmcp::model::ServerResult as S;
+        let handshake = matches!(&item, JsonRpcMessage::Response(r)
+            if matches!(r.result, S::InitializeResult(_)));
+        let line = match self.handshake.as_ref().filter(|_| handshake) {
+            Some(patch) => serde_json::to_value(&item).and_then(|mut value| {
+                patch(&mut value);
+                serde_json::to_vec(&value)
+            }),
+            None => serde_json::to_vec(&item),
+        };
+        let line = line.map(|mut line| {
             line.push(b'\n');
             line
         });

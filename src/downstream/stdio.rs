@@ -40,7 +40,9 @@ pub async fn serve(
     };
     // Unreadable lines, duplicate ids and malformed `tools/call` params are answered before
     // rmcp dispatches; a line over `max_message_bytes` is answered, never buffered whole.
-    let lines = Lines::new(stdin, stdout).with_max_line(gateway.config.supervise.max_message_bytes);
+    let lines = Lines::new(stdin, stdout)
+        .with_max_line(gateway.config.supervise.max_message_bytes)
+        .with_handshake_patch(super::tasks::handshake_patch(&service));
     // `tools/call` is taken from its raw line before rmcp decodes it ([`super::fast`]).
     let fast = fast_path.then(|| FastPath::new(service.clone(), lines.writer()));
     let lines = match &fast {

@@ -11,6 +11,11 @@ use crate::upstream::raw::RawResult;
 pub enum Answer {
     Decoded(CallToolResult),
     Raw(RawResult),
+    /// The `CreateTaskResult` of a task-augmented call, as the upstream wrote it.
+    Task {
+        server: crate::config::ServerId,
+        result: serde_json::Map<String, serde_json::Value>,
+    },
 }
 
 impl Answer {
@@ -19,6 +24,7 @@ impl Answer {
         match self {
             Answer::Decoded(result) => result.is_error == Some(true),
             Answer::Raw(raw) => raw.is_error(),
+            Answer::Task { .. } => false,
         }
     }
 
@@ -27,6 +33,12 @@ impl Answer {
         match self {
             Answer::Decoded(result) => Ok(result),
             Answer::Raw(raw) => Ok(raw.decode()?),
+            Answer::Task { server, .. } => Err(CallError::Upstream(
+                crate::upstream::UpstreamError::Protocol {
+                    server,
+                    detail: "a task was created where a tool result was expected".into(),
+                },
+            )),
         }
     }
 }

@@ -198,4 +198,17 @@ impl ClientHandler for UpstreamClient {
         });
         self.relay.log(&self.server, params).await;
     }
+
+    /// `notifications/tasks/status` (MCP 2025-11-25) is not one of rmcp's own notifications.
+    async fn on_custom_notification(
+        &self,
+        notification: rmcp::model::CustomNotification,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if notification.method == "notifications/tasks/status"
+            && let Some(params) = notification.params
+        {
+            self.relay.task_status(&self.server, params).await;
+        }
+    }
 }

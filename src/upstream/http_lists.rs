@@ -209,6 +209,16 @@ impl HttpLists {
         method: &str,
         cursor: Option<&str>,
     ) -> Result<Map<String, Value>, String> {
+        let mut params = Map::new();
+        if let Some(cursor) = cursor {
+            params.insert("cursor".to_owned(), Value::String(cursor.to_owned()));
+        }
+        let answer = self.request(method, params).await?;
+        result_of(method, answer)
+    }
+
+    /// The whole answer (`result` or `error`) to one request, posted on rmcp's session.
+    pub async fn request(&self, method: &str, params: Map<String, Value>) -> Result<Value, String> {
         let seen = self
             .seen
             .lock()
@@ -216,10 +226,6 @@ impl HttpLists {
             .clone()
             .ok_or_else(|| format!("{method}: no session with the server yet"))?;
         let id = format!("tg-list-{}", self.next.fetch_add(1, Ordering::Relaxed));
-        let mut params = Map::new();
-        if let Some(cursor) = cursor {
-            params.insert("cursor".to_owned(), Value::String(cursor.to_owned()));
-        }
         let body =
             serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         let mut request = self
@@ -266,7 +272,7 @@ impl HttpLists {
                 events.buffer.extend_from_slice(&chunk);
                 while let Some(data) = events.next_data() {
                     if let Some(answer) = answer_to(&data, &id) {
-                        return result_of(method, answer);
+                        return Ok(answer);
                     }
                 }
             } else {
@@ -278,9 +284,7 @@ impl HttpLists {
                 "{method}: the event stream ended without an answer"
             ));
         }
-        let answer: Value = serde_json::from_slice(&body)
-            .map_err(|e| format!("{method}: unreadable answer: {e}"))?;
-        result_of(method, answer)
+        serde_json::from_slice(&body).map_err(|e| format!("{method}: unreadable answer: {e}"))
     }
 }
 

@@ -206,6 +206,22 @@ impl RawLink {
         self.queue.send(out).await.map_err(|_| ())
     }
 
+    /// Queues one line if there is room now, else drops it (for a `Drop` that cannot wait).
+    pub fn try_send(&self, line: Vec<u8>) {
+        let Ok(room) = self
+            .room
+            .clone()
+            .try_acquire_many_owned(room_for(&line, self.budget))
+        else {
+            return;
+        };
+        let _ = self.queue.try_send(Out {
+            line,
+            _room: room,
+            call: None,
+        });
+    }
+
     /// Whether raw call `id` still waits for its answer.
     fn is_waiting(&self, id: u64) -> bool {
         self.pending

@@ -144,6 +144,7 @@ impl Supervisor {
         upstream.set_link(Some(super::Link {
             peer: connection.peer().clone(),
             raw: connection.raw().cloned(),
+            json: connection.json_lists(),
         }));
         tracing::info!(server = %name, tools = tools.items.len(), restarts = upstream.restarts(), "server ready");
         let _ = self.events.send(UpstreamEvent::Tools {

@@ -1,0 +1,70 @@
+//! A task-augmented `tools/call` (MCP 2025-11-25): the pipeline's stages as for any call, then the upstream's `CreateTaskResult` instead of a tool result.
+
+use std::sync::Arc;
+
+use super::{Answer, Call, CallError, Pipeline, ToolCall, View};
+use crate::upstream::{CallContext, Upstream, UpstreamError};
+
+/// What a task-augmented `tools/call` carries besides name and arguments.
+pub struct TaskRequest {
+    /// The client's `task` (e.g. `{"ttl": 60000}`), forwarded as it came.
+    pub task: serde_json::Value,
+    /// The client's `_meta`, without its `progressToken` (task progress is not relayed).
+    pub meta: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+impl Pipeline {
+    /// A task-augmented call: every stage before the upstream as for any call, then the
+    /// upstream's `CreateTaskResult` as it came (post hooks and output checks do not see it:
+    /// there is no tool result yet).
+    pub async fn execute_task(
+        &self,
+        view: &Arc<View>,
+        call: Call,
+        task: TaskRequest,
+    ) -> Result<serde_json::Map<String, serde_json::Value>, CallError> {
+        match self
+            .execute_with(view, call, false, Some(Arc::new(task)))
+            .await?
+        {
+            Answer::Task { result, .. } => Ok(result),
+            other => Err(CallError::Upstream(UpstreamError::Protocol {
+                server: crate::config::ServerId::global(crate::config::ServerName::gateway()),
+                detail: format!(
+                    "a task-augmented call ended without a task (error result: {})",
+                    other.is_error()
+                ),
+            })),
+        }
+    }
+}
+
+/// The base of the chain for a task call: the upstream's `CreateTaskResult`, as it came.
+pub(super) async fn dispatch(
+    upstream: &Upstream,
+    call: &ToolCall,
+    task: &TaskRequest,
+    context: CallContext,
+) -> Result<Answer, CallError> {
+    let entry = &call.entry;
+    let mut params = serde_json::Map::new();
+    params.insert("name".into(), entry.upstream_name.clone().into());
+    params.insert(
+        "arguments".into(),
+        serde_json::Value::Object(call.arguments.clone()),
+    );
+    params.insert("task".into(), task.task.clone());
+    if let Some(meta) = &task.meta {
+        params.insert("_meta".into(), serde_json::Value::Object(meta.clone()));
+    }
+    let limit = crate::upstream::Limit {
+        timeout: std::time::Duration::from_millis(entry.policy.timeout_ms),
+        cancel: context.cancel,
+        caller: context.session.map(|session| (session, context.rounds)),
+    };
+    let result = upstream.json_request("tools/call", params, limit).await?;
+    Ok(Answer::Task {
+        server: entry.server.clone(),
+        result,
+    })
+}
