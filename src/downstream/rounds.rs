@@ -175,7 +175,7 @@ impl GatewayService {
         };
         let state = request.request_state.take();
         let responses = request.input_responses.take();
-        let timeout = self.gateway.config.call_timeout_ms;
+        let timeout = self.gateway.config().call_timeout_ms;
         let step = self
             .in_rounds(
                 what,
@@ -211,7 +211,7 @@ impl GatewayService {
         };
         let state = request.request_state.take();
         let responses = request.input_responses.take();
-        let timeout = self.gateway.config.call_timeout_ms;
+        let timeout = self.gateway.config().call_timeout_ms;
         let step = self
             .in_rounds(
                 what,
