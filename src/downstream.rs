@@ -88,7 +88,7 @@ impl GatewayService {
     }
 
     fn view(&self) -> Arc<View> {
-        // Profiles are fixed at start and checked at selection, so this is always `Some`.
+        // `None` once a reload removed this session's profile: it then sees nothing.
         self.gateway.view(&self.profile).unwrap_or_default()
     }
 
@@ -527,7 +527,7 @@ impl GatewayService {
                 continue;
             };
             let limit = crate::upstream::Limit {
-                timeout: std::time::Duration::from_millis(self.gateway.config.call_timeout_ms),
+                timeout: std::time::Duration::from_millis(self.gateway.config().call_timeout_ms),
                 cancel: self.gateway.shutdown_token().child_token(),
                 caller: None,
             };

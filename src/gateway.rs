@@ -9,6 +9,16 @@
 //! grace has passed, the owner checks the configuration against the imported names and
 //! publishes the [`Readiness`]; requests that need the tools wait for it (at most the grace),
 //! so a slow server delays no `initialize` and a typo'd policy never serves a call.
+//!
+//! A reload ([`reload`]) swaps the configuration, the pipeline's rules and the views
+//! together, and starts, restarts or retires only the servers whose config changed.
+
+mod reload;
+mod rules;
+
+use reload::Reconfigure;
+pub use reload::{ReloadError, Reloaded, triggers};
+use rules::{Base, code_runner, rules, stages};
 
 use std::{collections::BTreeSet, sync::Arc, time::Duration};
 
@@ -17,19 +27,13 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::{
     clean,
-    code_mode::CodeRunner,
+    config::Config,
     config::ProfileName,
-    config::{Config, HookStage},
     drain::Drain,
-    hooks::{ExternalGate, ExternalHook, ExternalPost},
+    hooks::ExternalHook,
     pinning::{LockError, Pins},
     pipeline::Pipeline,
-    pipeline::{
-        Stages,
-        audit::AuditLog,
-        builtin::{Limits, RetryTransient, Timeout},
-        validate,
-    },
+    pipeline::{Stages, audit::AuditLog, builtin::Limits, validate},
     registry::{NameClash, Registry, UnmatchedEntry, View, Views},
     relay::Relay,
     upstream::{UpstreamEvent, Upstreams},
@@ -106,7 +110,8 @@ pub enum Readiness {
 }
 
 pub struct Gateway {
-    pub config: Config,
+    /// The configuration in effect: replaced whole by a reload ([`Gateway::config`]).
+    config: watch::Sender<Arc<Config>>,
     pub upstreams: Arc<Upstreams>,
     pub pipeline: Arc<Pipeline>,
     /// Where upstream log messages, resource updates and server requests find their sessions.
@@ -115,8 +120,17 @@ pub struct Gateway {
     pub rounds: Arc<crate::rounds::Rounds>,
     /// Admits calls until the gateway stops; then lets those in flight finish or cancels them.
     pub drain: Arc<Drain>,
-    /// The configured hooks, for their processes to be stopped with the gateway.
-    hooks: Vec<Arc<ExternalHook>>,
+    /// The configured hooks, for their processes to be stopped with the gateway (or when a
+    /// reload drops them).
+    hooks: std::sync::Mutex<Vec<Arc<ExternalHook>>>,
+    /// The stages given in Rust at start: a reload rebuilds the rules on top of them.
+    base: Base,
+    /// To the registry's owner: a reload's new profiles, naming and limits.
+    reconfigure: mpsc::UnboundedSender<Reconfigure>,
+    /// One reload at a time.
+    reloading: tokio::sync::Mutex<()>,
+    /// Why the last reload was refused; cleared by the next one that succeeds.
+    last_reload_error: watch::Sender<Option<String>>,
     views: watch::Receiver<Arc<Views>>,
     readiness: watch::Receiver<Readiness>,
     shutdown: CancellationToken,
@@ -150,6 +164,7 @@ impl Gateway {
         }
         let shutdown = CancellationToken::new();
         let (events_tx, events) = mpsc::unbounded_channel();
+        let (reconfigure, reconfigures) = mpsc::unbounded_channel();
         let (views_tx, views) = watch::channel(Arc::new(Views::default()));
         let relay = Arc::new(Relay::new(views.clone()));
         let upstreams = Arc::new(Upstreams::start(
@@ -184,10 +199,15 @@ impl Gateway {
                 pending: config.servers.len(),
                 checked: false,
             }
-            .run(events, grace, shutdown.clone()),
+            .run(events, reconfigures, grace, shutdown.clone()),
         );
         let rounds = Arc::new(crate::rounds::Rounds::default());
         tasks.spawn(rounds.clone().expire_until(shutdown.clone()));
+        let base = Base {
+            gates: options.stages.gates.clone(),
+            wrappers: options.stages.wrappers.clone(),
+            posts: options.stages.posts.clone(),
+        };
         let (stages, hooks) = stages(&config, options.stages, audit);
         let drain = Arc::new(Drain::new(std::time::Duration::from_millis(
             config.drain_grace_ms,
@@ -199,12 +219,16 @@ impl Gateway {
                 code_runner(&config, &shutdown),
                 drain.clone(),
             ),
-            config,
+            config: watch::Sender::new(Arc::new(config)),
             upstreams,
             relay,
             rounds,
             drain,
-            hooks,
+            hooks: std::sync::Mutex::new(hooks),
+            base,
+            reconfigure,
+            reloading: tokio::sync::Mutex::new(()),
+            last_reload_error: watch::Sender::new(None),
             views,
             readiness,
             shutdown,
@@ -245,9 +269,14 @@ impl Gateway {
 
     /// Whether some server has not finished its first start: what it offers is unknown yet.
     pub fn first_starts_pending(&self) -> bool {
-        self.upstreams.iter().any(|u| {
+        self.upstreams.all().iter().any(|u| {
             u.restarts() == 0 && matches!(u.state(), crate::upstream::ServerState::Starting)
         })
+    }
+
+    /// The configuration in effect now (a reload replaces it whole).
+    pub fn config(&self) -> Arc<Config> {
+        self.config.borrow().clone()
     }
 
     /// `profile`'s current view: what `tools/list` shows and what `tools/call` dispatches
@@ -283,46 +312,17 @@ impl Gateway {
             );
         }
         self.shutdown.cancel();
-        let hooks = futures::future::join_all(self.hooks.iter().map(|hook| hook.shutdown()));
+        let hooks = self
+            .hooks
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone();
+        let hooks = futures::future::join_all(hooks.iter().map(|hook| hook.shutdown()));
         tokio::join!(self.upstreams.shutdown(), hooks);
         self.tasks.close();
         self.tasks.wait().await;
         self.pipeline.flush_audit().await;
     }
-}
-
-/// The `run_code` runner with its warm worker pool, when some profile can run code.
-fn code_runner(config: &Config, shutdown: &CancellationToken) -> Option<CodeRunner> {
-    let wanted = config
-        .profiles
-        .iter()
-        .any(|p| config.mode_of(&p.name).has_run_code());
-    wanted.then(|| CodeRunner::start(&config.code, shutdown.child_token()))
-}
-
-/// The configured stages after the given ones: retry → timeout around dispatch; the
-/// configured post hooks; the size cap. Also every configured hook, to stop them at the end.
-fn stages(
-    config: &Config,
-    mut stages: Stages,
-    audit: Option<AuditLog>,
-) -> (Stages, Vec<Arc<ExternalHook>>) {
-    let http = reqwest::Client::new();
-    let mut hooks = Vec::with_capacity(config.hooks.len());
-    for hook in &config.hooks {
-        let hook = Arc::new(ExternalHook::new(hook.clone(), &http));
-        hooks.push(hook.clone());
-        match hook.stage() {
-            HookStage::Pre => stages.gates.push(Arc::new(ExternalGate(hook))),
-            HookStage::Post => stages.posts.push(Arc::new(ExternalPost(hook))),
-        }
-    }
-    stages.wrappers.push(Arc::new(RetryTransient));
-    stages.wrappers.push(Arc::new(Timeout));
-    stages.max_result_bytes = Some(config.max_result_bytes);
-    stages.raw_upstream = config.fast_path;
-    stages.audit = audit;
-    (stages, hooks)
 }
 
 /// Applies one upstream event; returns the server when pinning withheld some of its tools.
@@ -396,6 +396,7 @@ impl Owner {
     async fn run(
         mut self,
         mut events: mpsc::UnboundedReceiver<UpstreamEvent>,
+        mut reconfigures: mpsc::UnboundedReceiver<Reconfigure>,
         grace: Duration,
         shutdown: CancellationToken,
     ) {
@@ -416,6 +417,11 @@ impl Owner {
                 // Servers are still starting, but the grace is over: serve what is there.
                 () = grace_over => {
                     self.check();
+                    continue;
+                }
+                // A reload: new profiles, naming and limits over what is imported.
+                Some(reconfigure) = reconfigures.recv() => {
+                    self.reconfigure(reconfigure);
                     continue;
                 }
                 // Every upstream sender is gone: nothing more can change.
@@ -489,10 +495,11 @@ fn check_at_start(
             clashes: registry.clashes().to_vec(),
         });
     }
-    let down: Vec<&crate::config::ServerName> = upstreams
+    let down: Vec<crate::config::ServerName> = upstreams
+        .all()
         .iter()
         .filter(|u| !matches!(u.state(), crate::upstream::ServerState::Ready { .. }))
-        .map(|u| &u.name().name)
+        .map(|u| u.name().name.clone())
         .collect();
     let mut unmatched = registry.unmatched_entries();
     for hook in &config.hooks {

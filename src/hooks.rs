@@ -78,6 +78,11 @@ impl ExternalHook {
         }
     }
 
+    /// The `[[hooks]]` entry it runs: a reload keeps a hook whose entry is unchanged.
+    pub fn config(&self) -> &HookConfig {
+        &self.config
+    }
+
     pub fn stage(&self) -> HookStage {
         self.config.stage
     }

@@ -25,6 +25,9 @@
 //! - [`gateway`]: owns the registry, applies upstream events (pinning, then cleaning, then
 //!   call policies), publishes views on a `watch`, and decides readiness (first starts in, or
 //!   the start grace over, and the config checked).
+//!   [`gateway::Gateway::reload`] (SIGHUP, `serve --watch`: [`gateway::triggers`]) swaps the
+//!   configuration, the pipeline's [`pipeline::Rules`] and the views, and starts, restarts or
+//!   retires only the servers whose config changed; a retired one stops once its calls are over.
 //! - [`pipeline`]: the one entry point for a call: resolve in the caller's view → validate
 //!   arguments → pre gates → around wrappers (retry, timeout) → upstream → post hooks; audit
 //!   and metrics. Its traits are the extension seam.

@@ -3,6 +3,9 @@
 //! Stopping: the first SIGTERM/SIGINT (or, over stdio, the client closing stdin) drains the
 //! calls in flight within `drain_grace_ms`, then the sessions close and every child stops; a
 //! second signal cancels the calls in flight at once.
+//!
+//! Reloading: while serving, SIGHUP (and with `--watch`, a change of the file) re-reads the
+//! configuration ([`toolgate::gateway::triggers`]).
 #![deny(unsafe_code)]
 
 use std::{convert::Infallible, net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc};
@@ -13,7 +16,7 @@ use toolgate::{
     config::{self, ProfileName},
     downstream, error,
     gateway::Gateway,
-    gateway::{StartError, StartOptions},
+    gateway::{StartError, StartOptions, triggers},
     pipeline::Call,
     telemetry::export::{self, LogStyle},
     upstream::ServerState,
@@ -61,6 +64,9 @@ enum Command {
         /// (overrides `gateway.http.metrics_addr`; non-loopback needs `metrics_token`).
         #[arg(long, value_name = "ADDR")]
         metrics: Option<SocketAddr>,
+        /// Reload the configuration when the file changes (as on SIGHUP).
+        #[arg(long)]
+        watch: bool,
     },
     /// Start every server, print each one's state and tool count; non-zero exit on any problem.
     Check,
@@ -165,7 +171,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let code = runtime.block_on(run(cli.command, config, profile));
+    let code = runtime.block_on(run(cli.command, config, profile, cli.config));
     // Every child is stopped by now. Do not wait for a blocking read of stdin (rmcp's
     // fallback when stdin or stdout is not a pipe) that only the client can end.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
@@ -204,7 +210,12 @@ fn select_profile(
         })
 }
 
-async fn run(command: Command, config: config::Config, profile: ProfileName) -> ExitCode {
+async fn run(
+    command: Command,
+    config: config::Config,
+    profile: ProfileName,
+    path: PathBuf,
+) -> ExitCode {
     // Handlers for SIGTERM/SIGINT are registered here, before anything is spawned, so a
     // signal during startup or before the first client still shuts the upstreams down
     // instead of killing the process while its children live on in their own groups.
@@ -215,12 +226,25 @@ async fn run(command: Command, config: config::Config, profile: ProfileName) -> 
             return ExitCode::FAILURE;
         }
     };
+    // Serving reloads on SIGHUP, whose default action would end the process: registered as
+    // early as the others.
+    let hangup = match &command {
+        Command::Serve { .. } => match triggers::Hangup::register() {
+            Ok(hangup) => Some(hangup),
+            Err(error) => {
+                eprintln!("toolgate: cannot listen for SIGHUP: {error}");
+                return ExitCode::FAILURE;
+            }
+        },
+        _ => None,
+    };
+    let reloads = hangup.map(|hangup| Reloads { path, hangup });
     let signalled = Signalled::default();
     // Owned here, and ended by `done` once the gateway has stopped.
     let done = CancellationToken::new();
     let watcher = TaskTracker::new();
     watcher.spawn(watch_signals(signals, signalled.clone(), done.clone()));
-    let code = run_gateway(command, config, profile, &signalled).await;
+    let code = run_gateway(command, config, profile, reloads, &signalled).await;
     done.cancel();
     watcher.close();
     watcher.wait().await;
@@ -259,10 +283,17 @@ async fn watch_signals(
     }
 }
 
+/// Where a serving gateway reloads from, and its SIGHUP.
+struct Reloads {
+    path: PathBuf,
+    hangup: triggers::Hangup,
+}
+
 async fn run_gateway(
     command: Command,
     config: config::Config,
     profile: ProfileName,
+    reloads: Option<Reloads>,
     signalled: &Signalled,
 ) -> ExitCode {
     if let Command::Pin { check } = command {
@@ -304,14 +335,32 @@ async fn run_gateway(
     };
     let work = async {
         let code = match command {
-            Command::Serve { http, metrics, .. } => {
+            Command::Serve {
+                http,
+                metrics,
+                watch,
+                ..
+            } => {
                 let unservable = async {
                     match gateway.ready().await {
                         Err(error) => error,
                         Ok(()) => std::future::pending().await,
                     }
                 };
-                tokio::select! {
+                // Owned here: stopped once serving is over, before the gateway shuts down.
+                let stop_reloads = CancellationToken::new();
+                let reloader = TaskTracker::new();
+                if let Some(Reloads { path, hangup }) = reloads {
+                    reloader.spawn(triggers::follow(
+                        gateway.clone(),
+                        path,
+                        hangup,
+                        watch,
+                        stop_reloads.clone(),
+                    ));
+                }
+                reloader.close();
+                let code = tokio::select! {
                     code = serve(gateway.clone(), http, metrics, profile, &signalled.stop) => code,
                     // The start check failed once the servers were in: refuse, as before serving.
                     error = unservable => {
@@ -319,7 +368,10 @@ async fn run_gateway(
                         signalled.stop.cancel();
                         ExitCode::from(EXIT_CONFIG)
                     }
-                }
+                };
+                stop_reloads.cancel();
+                reloader.wait().await;
+                code
             }
             Command::Check => check(&gateway),
             Command::Tools => tools(&gateway, &profile),
@@ -350,8 +402,8 @@ async fn serve(
     profile: ProfileName,
     stop: &CancellationToken,
 ) -> ExitCode {
-    let metrics_addr = metrics.or(gateway.config.http.metrics_addr);
-    if let Some(Err(error)) = metrics_addr.map(|a| gateway.config.http.check_metrics_addr(a)) {
+    let metrics_addr = metrics.or(gateway.config().http.metrics_addr);
+    if let Some(Err(error)) = metrics_addr.map(|a| gateway.config().http.check_metrics_addr(a)) {
         eprintln!("toolgate: {error}");
         return ExitCode::from(EXIT_CONFIG);
     }
@@ -420,7 +472,7 @@ async fn serve(
 
 fn check(gateway: &Gateway) -> ExitCode {
     let mut healthy = true;
-    for upstream in gateway.upstreams.iter() {
+    for upstream in gateway.upstreams.all() {
         let state = upstream.state();
         healthy &= matches!(state, ServerState::Ready { .. });
         let mut line = format!("{}\t{state}", upstream.name());
@@ -433,7 +485,7 @@ fn check(gateway: &Gateway) -> ExitCode {
         }
         println!("{line}");
     }
-    for profile in &gateway.config.profiles {
+    for profile in &gateway.config().profiles {
         let count = gateway.view(&profile.name).map_or(0, |v| v.len());
         println!("profile {}\t{count} tools", profile.name);
     }
@@ -476,7 +528,7 @@ fn tools(gateway: &Gateway, profile: &ProfileName) -> ExitCode {
 
 fn sdk(gateway: &Gateway, profile: &ProfileName) -> ExitCode {
     let view = gateway.view(profile).unwrap_or_default();
-    let (text, form) = toolgate::registry::sdk_text(&view, &gateway.config.code);
+    let (text, form) = toolgate::registry::sdk_text(&view, &gateway.config().code);
     // The form goes to stderr so that stdout is exactly the text a model reads.
     eprintln!(
         "toolgate: {form:?} form, about {} tokens",

@@ -19,6 +19,7 @@
 mod answer;
 pub mod audit;
 pub mod builtin;
+mod call_error;
 pub mod metrics;
 mod replace;
 mod task;
@@ -50,6 +51,7 @@ use crate::{
 };
 
 pub use answer::Answer;
+pub use call_error::CallError;
 pub use task::TaskRequest;
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -93,6 +95,9 @@ pub struct ToolCall {
     /// A task-augmented call (MCP 2025-11-25): the `task` and `_meta` it is forwarded with;
     /// its answer is the upstream's `CreateTaskResult` ([`Answer::Task`]).
     pub task: Option<Arc<TaskRequest>>,
+    /// The rules this call runs by, taken when it started: a `run_code` program's calls run
+    /// by them too, even after a reload.
+    pub rules: Arc<Rules>,
 }
 
 /// What a pre gate decides.
@@ -159,6 +164,7 @@ pub trait PostHook: Send + Sync {
 pub struct Next<'a> {
     chain: &'a [Arc<dyn Around>],
     pipeline: &'a Pipeline,
+    rules: &'a Rules,
 }
 
 impl PostDecision {
@@ -183,9 +189,10 @@ impl<'a> Next<'a> {
                 Next {
                     chain: rest,
                     pipeline: self.pipeline,
+                    rules: self.rules,
                 },
             ),
-            None => Box::pin(dispatch(self.pipeline, call, cancel)),
+            None => Box::pin(dispatch(self.pipeline, self.rules, call, cancel)),
         }
     }
 }
@@ -193,12 +200,13 @@ impl<'a> Next<'a> {
 /// The base of the chain: forward to the owning upstream, or run a program.
 async fn dispatch(
     pipeline: &Pipeline,
+    rules: &Rules,
     call: &ToolCall,
     cancel: CancellationToken,
 ) -> Result<Answer, CallError> {
     let entry = &call.entry;
     if entry.target == Target::RunCode {
-        let (Some(code), Some(pipeline)) = (&pipeline.code, pipeline.me.upgrade()) else {
+        let (Some(code), Some(pipeline)) = (&rules.code, pipeline.me.upgrade()) else {
             return Err(CallError::UnknownTool(entry.exposed.to_string()));
         };
         return code.run(pipeline, call, cancel).await.map(Answer::Decoded);
@@ -211,6 +219,8 @@ async fn dispatch(
                 server: entry.server.clone(),
                 reason: "not configured".into(),
             })?;
+    // A reload that retires this server lets this call finish first.
+    let _in_flight = upstream.track_call();
     let context = CallContext {
         cancel,
         progress: call.progress.clone(),
@@ -219,7 +229,7 @@ async fn dispatch(
         rounds: call.client.as_ref().and_then(|c| c.rounds.clone()),
     };
     if let Some(task) = &call.task {
-        return task::dispatch(upstream, call, task, context).await;
+        return task::dispatch(&upstream, call, task, context).await;
     }
     if call.raw && upstream.raw_link().is_some() {
         pipeline.metrics.count_raw_upstream_call();
@@ -235,71 +245,6 @@ async fn dispatch(
     ))
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum CallError {
-    /// Not in the caller's view: unknown, or hidden from this caller (indistinguishable).
-    #[error("unknown tool \"{0}\"")]
-    UnknownTool(String),
-    /// In `code` mode only `run_code` is listed; the others are for programs.
-    #[error("only run_code is callable directly; call {0} from inside a run_code program")]
-    CodeOnly(String),
-    /// A `run_code` program failed; `text` is what the model reads (kind, message, logs).
-    #[error("{text}")]
-    CodeRun { kind: &'static str, text: String },
-    #[error("invalid arguments: {}", .0.join("; "))]
-    InvalidArgs(Vec<String>),
-    /// A gate said no (or a failing hook failed closed).
-    #[error("Error: {reason}")]
-    Denied { reason: String, code: &'static str },
-    #[error("tool call timed out after {0}ms")]
-    Timeout(u64),
-    /// A post hook blocked the result; the feedback is what the model reads.
-    #[error("{feedback}")]
-    Blocked {
-        feedback: String,
-        code: &'static str,
-    },
-    #[error("invalid tool output: {}", .0.join("; "))]
-    InvalidOutput(Vec<String>),
-    #[error("tool result is {size} bytes, over the {limit}-byte limit")]
-    TooLarge { size: usize, limit: usize },
-    #[error(transparent)]
-    Upstream(#[from] UpstreamError),
-    /// The gateway is draining: the call was not started.
-    #[error("the gateway is shutting down and takes no new calls")]
-    ShuttingDown,
-    /// The gateway is draining and the call outlasted the grace: it was cancelled upstream.
-    #[error(
-        "the gateway is shutting down: the call was cancelled at the end of the {0}ms drain grace"
-    )]
-    CutShort(u64),
-}
-
-impl CallError {
-    /// Stable machine code.
-    pub fn code(&self) -> &'static str {
-        match self {
-            CallError::UnknownTool(_) | CallError::CodeOnly(_) => "UNKNOWN_TOOL",
-            CallError::CodeRun { .. } => "CODE_RUN_FAILED",
-            CallError::InvalidArgs(_) => "INVALID_ARGS",
-            CallError::Denied { code, .. } | CallError::Blocked { code, .. } => code,
-            CallError::Timeout(_) => "TOOL_TIMEOUT",
-            CallError::InvalidOutput(_) => "INVALID_TOOL_OUTPUT",
-            CallError::TooLarge { .. } => "RESULT_TOO_LARGE",
-            CallError::Upstream(error) => error.code(),
-            CallError::ShuttingDown | CallError::CutShort(_) => crate::error::SHUTTING_DOWN,
-        }
-    }
-
-    /// Whether trying again could help: the upstream was unreachable or too slow.
-    pub fn is_transient(&self) -> bool {
-        matches!(
-            self,
-            CallError::Timeout(_) | CallError::Upstream(UpstreamError::Unavailable { .. })
-        )
-    }
-}
-
 /// The metrics label of calls to names that resolve to no tool.
 pub const UNKNOWN_TOOL_LABEL: &str = "(unknown)";
 
@@ -310,18 +255,39 @@ pub const BLOCKED: &str = "BLOCKED";
 /// Code of a hook that failed (error, timeout, garbage) and failed closed.
 pub const HOOK_FAILED: &str = "HOOK_FAILED";
 
-/// The stages, assembled once at start.
+/// How one call is run, beside the call itself.
+struct Run {
+    call_id: String,
+    from_program: bool,
+    raw: bool,
+    /// A task-augmented call (MCP 2025-11-25).
+    task: Option<Arc<TaskRequest>>,
+    span: tracing::Span,
+    /// `None`: the rules current when it starts.
+    rules: Option<Arc<Rules>>,
+}
+
+/// The stages a call runs through: assembled at start, replaced whole by a reload. A call
+/// takes the set current when it starts and keeps it to its end.
+#[derive(Default)]
+pub struct Rules {
+    pub gates: Vec<Arc<dyn PreGate>>,
+    pub wrappers: Vec<Arc<dyn Around>>,
+    pub posts: Vec<Arc<dyn PostHook>>,
+    /// Results larger than this (serialized) are refused; `None`: no cap.
+    pub max_result_bytes: Option<usize>,
+    /// `run_code` programs, when some profile is in `code` or `both` mode.
+    pub code: Option<Arc<CodeRunner>>,
+}
+
+/// The one entry point of every call; what it runs is its current [`Rules`].
 pub struct Pipeline {
     upstreams: Arc<Upstreams>,
-    /// `run_code` programs, when some profile is in `code` or `both` mode.
-    code: Option<CodeRunner>,
     /// This pipeline, for the programs' sub-calls (which run through it again).
     me: std::sync::Weak<Pipeline>,
-    max_result_bytes: Option<usize>,
     raw_upstream: bool,
-    gates: Vec<Arc<dyn PreGate>>,
-    wrappers: Vec<Arc<dyn Around>>,
-    posts: Vec<Arc<dyn PostHook>>,
+    /// Read (an `Arc` clone) once per call; never held across an await.
+    rules: std::sync::RwLock<Arc<Rules>>,
     pub metrics: Arc<metrics::Metrics>,
     audit: Option<audit::AuditLog>,
     next_call: AtomicU64,
@@ -351,20 +317,39 @@ impl Pipeline {
         code: Option<CodeRunner>,
         drain: Arc<Drain>,
     ) -> Arc<Self> {
-        Arc::new_cyclic(|me| Self {
-            drain,
-            upstreams,
-            code,
-            me: me.clone(),
-            max_result_bytes: stages.max_result_bytes,
-            raw_upstream: stages.raw_upstream,
+        let rules = Rules {
             gates: stages.gates,
             wrappers: stages.wrappers,
             posts: stages.posts,
+            max_result_bytes: stages.max_result_bytes,
+            code: code.map(Arc::new),
+        };
+        Arc::new_cyclic(|me| Self {
+            drain,
+            upstreams,
+            me: me.clone(),
+            raw_upstream: stages.raw_upstream,
+            rules: std::sync::RwLock::new(Arc::new(rules)),
             metrics: Arc::new(metrics::Metrics::default()),
             audit: stages.audit,
             next_call: AtomicU64::new(1),
         })
+    }
+
+    /// The rules calls starting now run by.
+    pub fn rules(&self) -> Arc<Rules> {
+        self.rules
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    /// Replaces the rules for calls that start from now on; calls in flight keep theirs.
+    pub fn set_rules(&self, rules: Rules) {
+        *self
+            .rules
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(rules);
     }
 
     /// Runs one call through every stage. `view` is the caller's, so listing and dispatch
@@ -383,15 +368,29 @@ impl Pipeline {
         call: Call,
         raw: bool,
     ) -> Result<Answer, CallError> {
-        self.execute_with(view, call, raw, None).await
+        self.execute_by(view, call, raw, None, None).await
     }
 
-    pub(crate) async fn execute_with(
+    /// A `run_code` program's call: [`execute`](Self::execute) under its program's rules.
+    pub async fn execute_under(
+        &self,
+        view: &Arc<View>,
+        call: Call,
+        rules: Arc<Rules>,
+    ) -> Result<CallToolResult, CallError> {
+        self.execute_by(view, call, self.raw_upstream, None, Some(rules))
+            .await?
+            .decode()
+    }
+
+    /// A call by `rules`, or by the current rules; `task`: a task-augmented call.
+    pub(crate) async fn execute_by(
         &self,
         view: &Arc<View>,
         mut call: Call,
         raw: bool,
         task: Option<Arc<TaskRequest>>,
+        rules: Option<Arc<Rules>>,
     ) -> Result<Answer, CallError> {
         let from_program = call.sub_call_id.is_some();
         let call_id = match call.sub_call_id.take() {
@@ -401,9 +400,15 @@ impl Pipeline {
         let span = call
             .trace
             .call_span(&call_id, call.profile.as_str(), &call.name);
-        self.execute_in(view, call, call_id, from_program, (raw, task), span.clone())
-            .instrument(span)
-            .await
+        let run = Run {
+            call_id,
+            from_program,
+            raw,
+            task,
+            span: span.clone(),
+            rules,
+        };
+        self.execute_in(view, call, run).instrument(span).await
     }
 
     /// [`execute_answer`](Self::execute_answer) inside the call's span.
@@ -411,11 +416,16 @@ impl Pipeline {
         &self,
         view: &Arc<View>,
         call: Call,
-        call_id: String,
-        from_program: bool,
-        (raw, task): (bool, Option<Arc<TaskRequest>>),
-        span: tracing::Span,
+        run: Run,
     ) -> Result<Answer, CallError> {
+        let Run {
+            call_id,
+            from_program,
+            raw,
+            task,
+            span,
+            rules,
+        } = run;
         let started = Instant::now();
         let reject = |server: Option<&dyn std::fmt::Display>, code: &str| {
             let elapsed = started.elapsed().as_micros() as u64;
@@ -468,16 +478,18 @@ impl Pipeline {
             span,
             remote: call.trace.remote,
             task,
+            rules: rules.unwrap_or_else(|| self.rules()),
         };
+        let rules = tool_call.rules.clone();
         let mut admitted = None;
         let outcome = if !violations.is_empty() {
             Err(CallError::InvalidArgs(violations))
         } else if from_program {
             // Part of its program's call, which was admitted and is cancelled with it.
-            self.run(&tool_call, call.cancel).await
+            self.run(&rules, &tool_call, call.cancel).await
         } else if let Some(admission) = self.drain.admit() {
             let outcome = self
-                .run_admitted(&admission, &tool_call, &call.cancel)
+                .run_admitted(&rules, &admission, &tool_call, &call.cancel)
                 .await;
             admitted = Some(admission);
             outcome
@@ -493,11 +505,14 @@ impl Pipeline {
     /// Runs an admitted call; a drain that outlasts its grace cancels it like the client could.
     async fn run_admitted(
         &self,
+        rules: &Rules,
         admission: &Admission,
         call: &ToolCall,
         client: &CancellationToken,
     ) -> Result<Answer, CallError> {
-        let outcome = admission.run(client, |cancel| self.run(call, cancel)).await;
+        let outcome = admission
+            .run(client, |cancel| self.run(rules, call, cancel))
+            .await;
         match outcome {
             // Whatever the cancel made of it (cancelled, timed out, a failed run), the drain
             // is the reason the client should read.
@@ -515,8 +530,13 @@ impl Pipeline {
         }
     }
 
-    async fn run(&self, call: &ToolCall, cancel: CancellationToken) -> Result<Answer, CallError> {
-        for gate in &self.gates {
+    async fn run(
+        &self,
+        rules: &Rules,
+        call: &ToolCall,
+        cancel: CancellationToken,
+    ) -> Result<Answer, CallError> {
+        for gate in &rules.gates {
             match gate.check(call).await {
                 GateDecision::Allow => {}
                 GateDecision::Deny { reason, code } => {
@@ -526,16 +546,17 @@ impl Pipeline {
             }
         }
         let next = Next {
-            chain: &self.wrappers,
+            chain: &rules.wrappers,
             pipeline: self,
+            rules,
         };
         let answer = next.run(call, cancel).await?;
         // Decoded only for a stage that reads it; otherwise it may go out as it came.
         let mut result = match answer {
             // No tool result yet: checks and post hooks have nothing to read.
             task @ Answer::Task { .. } => return Ok(task),
-            Answer::Raw(raw) if call.entry.policy.output.is_none() && self.posts.is_empty() => {
-                if let Some(limit) = self.max_result_bytes
+            Answer::Raw(raw) if call.entry.policy.output.is_none() && rules.posts.is_empty() => {
+                if let Some(limit) = rules.max_result_bytes
                     && raw.size() > limit
                 {
                     return Err(CallError::TooLarge {
@@ -551,7 +572,7 @@ impl Pipeline {
         if !violations.is_empty() {
             return Err(CallError::InvalidOutput(violations));
         }
-        for post in &self.posts {
+        for post in &rules.posts {
             match post.after(call, &result).await {
                 PostDecision::Accept {
                     content: None,
@@ -566,7 +587,7 @@ impl Pipeline {
                 }
             }
         }
-        if let Some(limit) = self.max_result_bytes {
+        if let Some(limit) = rules.max_result_bytes {
             builtin::check_size(&result, limit)?;
         }
         Ok(Answer::Decoded(result))

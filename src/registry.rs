@@ -10,6 +10,7 @@ pub mod extra;
 mod layers;
 pub mod names;
 pub mod passthrough;
+mod reconfigure;
 pub mod restrict;
 mod run_code;
 mod view;

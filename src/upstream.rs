@@ -16,12 +16,12 @@ mod lists;
 mod passthrough;
 mod progress;
 pub mod raw;
+mod servers;
 mod size_guard;
 mod supervisor;
 mod tasks;
 
 use std::{
-    collections::HashMap,
     fmt,
     sync::{
         Arc, RwLock,
@@ -37,17 +37,13 @@ use rmcp::{
     },
     service::{Peer, PeerRequestOptions, RunningService},
 };
-use tokio::sync::mpsc;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-use crate::{
-    config::{ServerConfig, ServerId, SuperviseSettings},
-    registry::passthrough::Offer,
-    relay::Relay,
-};
+use crate::{config::ServerId, registry::passthrough::Offer, relay::Relay};
 use client::UpstreamClient;
 pub use passthrough::Limit;
 pub use progress::ProgressRoutes;
+pub use servers::{Retiring, Upstreams};
 pub(crate) use size_guard::find_id;
 
 /// What the registry's owner learns from the upstreams.
@@ -182,6 +178,8 @@ pub struct Upstream {
     relay: Arc<Relay>,
     restarts: AtomicU32,
     last_error: RwLock<Option<String>>,
+    /// One token per call in flight: a retired server stops only once they are over.
+    calls: TaskTracker,
 }
 
 impl Upstream {
@@ -194,7 +192,13 @@ impl Upstream {
             relay,
             restarts: AtomicU32::new(0),
             last_error: RwLock::new(None),
+            calls: TaskTracker::new(),
         }
+    }
+
+    /// Held for the length of one call: a reload that retires this server waits for it.
+    pub fn track_call(&self) -> tokio_util::task::task_tracker::TaskTrackerToken {
+        self.calls.token()
     }
 
     /// How many times the supervisor has restarted this server.
@@ -437,88 +441,6 @@ fn result_kind(result: &ServerResult) -> &'static str {
         ServerResult::CreateTaskResult(_) => "a task (not supported yet)",
         ServerResult::EmptyResult(_) => "an empty result",
         _ => "another kind of result",
-    }
-}
-
-/// All upstream servers, by name.
-pub struct Upstreams {
-    by_name: HashMap<ServerId, Arc<Upstream>>,
-    order: Vec<ServerId>,
-    tasks: TaskTracker,
-    shutdown: CancellationToken,
-}
-
-impl Upstreams {
-    /// Starts one supervisor per server and returns at once; each reports
-    /// [`UpstreamEvent::Started`] when its server's first start is over.
-    pub fn start(
-        servers: &[ServerConfig],
-        settings: &SuperviseSettings,
-        events: mpsc::UnboundedSender<UpstreamEvent>,
-        relay: Arc<Relay>,
-        shutdown: CancellationToken,
-    ) -> Self {
-        let tasks = TaskTracker::new();
-        let mut by_name = HashMap::new();
-        let mut order = Vec::new();
-        for server in servers {
-            let upstream = Arc::new(Upstream::new(server.id.clone(), relay.clone()));
-            by_name.insert(server.id.clone(), upstream.clone());
-            order.push(server.id.clone());
-            tasks.spawn(
-                supervisor::Supervisor {
-                    upstream,
-                    config: server.clone(),
-                    settings: settings.clone(),
-                    events: events.clone(),
-                    shutdown: shutdown.clone(),
-                }
-                .run(),
-            );
-        }
-        Self {
-            by_name,
-            order,
-            tasks,
-            shutdown,
-        }
-    }
-
-    /// The error for a call to `server` while it is down, with why it went down.
-    pub fn unavailable(&self, server: &ServerId) -> UpstreamError {
-        let reason = match self.get(server).map(|u| u.state()) {
-            Some(ServerState::Failed(reason)) => reason,
-            Some(other) => other.to_string(),
-            None => "not configured".to_owned(),
-        };
-        UpstreamError::Unavailable {
-            server: server.clone(),
-            reason,
-        }
-    }
-
-    pub fn get(&self, server: &ServerId) -> Option<&Arc<Upstream>> {
-        self.by_name.get(server)
-    }
-
-    /// Servers in config order.
-    pub fn iter(&self) -> impl Iterator<Item = &Arc<Upstream>> {
-        self.order.iter().filter_map(|name| self.by_name.get(name))
-    }
-
-    pub fn len(&self) -> usize {
-        self.order.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.order.is_empty()
-    }
-
-    /// Stops every supervisor and kills every child process group, then waits for them.
-    pub async fn shutdown(&self) {
-        self.shutdown.cancel();
-        self.tasks.close();
-        self.tasks.wait().await;
     }
 }
 

@@ -29,6 +29,19 @@ pub struct CodeRunner {
     limits: Limits,
 }
 
+/// The limits of one run, as configured.
+fn run_limits(settings: &CodeSettings) -> Limits {
+    Limits {
+        wall: Duration::from_millis(settings.timeout_ms),
+        max_tool_calls: settings.max_tool_calls,
+        max_output_bytes: settings.max_output_bytes,
+        memory_bytes: settings.memory_mb * 1024 * 1024,
+        loop_iterations: settings.loop_iterations,
+        recursion_depth: settings.recursion_depth,
+        max_parallel: settings.max_parallel,
+    }
+}
+
 impl CodeRunner {
     /// Starts the pool's warm workers in the background; `shutdown` kills them.
     pub fn start(settings: &CodeSettings, shutdown: CancellationToken) -> Self {
@@ -38,15 +51,16 @@ impl CodeRunner {
         };
         Self {
             pool: WorkerPool::new(config, shutdown),
-            limits: Limits {
-                wall: Duration::from_millis(settings.timeout_ms),
-                max_tool_calls: settings.max_tool_calls,
-                max_output_bytes: settings.max_output_bytes,
-                memory_bytes: settings.memory_mb * 1024 * 1024,
-                loop_iterations: settings.loop_iterations,
-                recursion_depth: settings.recursion_depth,
-                max_parallel: settings.max_parallel,
-            },
+            limits: run_limits(settings),
+        }
+    }
+
+    /// The same warm pool, with the run limits of `settings` (a reload; the pool's size
+    /// stays).
+    pub fn with_limits(&self, settings: &CodeSettings) -> Self {
+        Self {
+            pool: self.pool.clone(),
+            limits: run_limits(settings),
         }
     }
 
@@ -87,6 +101,7 @@ impl CodeRunner {
         let host = Arc::new(Host {
             pipeline,
             view: call.view.clone(),
+            rules: call.rules.clone(),
             profile: call.profile.clone(),
             call_id: call.call_id.clone(),
             client: call.client.clone(),
@@ -145,6 +160,8 @@ async fn report(progress: &ProgressSink, done: u64, name: &str, ok: bool) {
 struct Host {
     pipeline: Arc<Pipeline>,
     view: Arc<View>,
+    /// The `run_code` call's rules: its sub-calls run by them, even after a reload.
+    rules: Arc<crate::pipeline::Rules>,
     profile: ProfileName,
     /// The `run_code` call's id: sub-calls are `<call_id>:code:<n>`.
     call_id: String,
@@ -186,7 +203,11 @@ impl RunHost for Host {
                 sub_call_id: Some(format!("{}:code:{n}", self.call_id)),
                 trace: self.trace.clone(),
             };
-            let outcome = match self.pipeline.execute(&self.view, call).await {
+            let outcome = match self
+                .pipeline
+                .execute_under(&self.view, call, self.rules.clone())
+                .await
+            {
                 Ok(result) if result.is_error == Some(true) => Err(failure_of(&result)),
                 Ok(result) => Ok(value_of(result)),
                 Err(error) => Err(ToolFailure {

@@ -87,8 +87,12 @@ const ANSWERS_OUT: Duration = Duration::from_secs(2);
 /// Everything a request meets before rmcp: the checks of the module doc, then its endpoint.
 struct Front {
     doors: Doors,
-    access: Access,
-    endpoints: HashMap<ProfileName, Endpoint>,
+    /// Read once per request; rebuilt by the first request after a reload.
+    routes: std::sync::RwLock<Arc<Routes>>,
+    /// Makes the endpoint of a profile a reload added.
+    new_endpoint: Box<dyn Fn(&ProfileName) -> Endpoint + Send + Sync>,
+    /// `[gateway.auth]`, built once at start.
+    oauth: Option<Arc<oauth::OAuth>>,
     sessions: Arc<SessionLimits>,
     in_flight: Arc<InFlight>,
     /// `tools/call` answers not yet sent: a stopping server lets them go out first.
@@ -99,7 +103,55 @@ struct Front {
     gateway: Arc<Gateway>,
 }
 
+/// Who may reach which profile, and each profile's endpoint, as of one configuration.
+struct Routes {
+    config: Arc<crate::config::Config>,
+    access: Access,
+    endpoints: HashMap<ProfileName, Endpoint>,
+}
+
 impl Front {
+    /// The routes of the configuration in effect. After a reload, the profiles that stay
+    /// keep their endpoints (and so their sessions); added ones get new endpoints, removed
+    /// ones are gone.
+    fn routes(&self) -> Arc<Routes> {
+        let config = self.gateway.config();
+        let current = self
+            .routes
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone();
+        if Arc::ptr_eq(&current.config, &config) {
+            return current;
+        }
+        let mut routes = self
+            .routes
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if !Arc::ptr_eq(&routes.config, &config) {
+            let endpoints = config
+                .profiles
+                .iter()
+                .map(|p| {
+                    let endpoint = routes
+                        .endpoints
+                        .get(&p.name)
+                        .cloned()
+                        .unwrap_or_else(|| (self.new_endpoint)(&p.name));
+                    (p.name.clone(), endpoint)
+                })
+                .collect();
+            *routes = Arc::new(Routes {
+                // `[gateway.auth]` itself is read at start (a reload keeps it): the IdP's
+                // keys stay cached across reloads.
+                access: Access::new(&config, self.oauth.clone()),
+                config,
+                endpoints,
+            });
+        }
+        routes.clone()
+    }
+
     /// `/healthz` (`live`) or `/readyz`: a status and one word, nothing about the servers.
     fn probe(&self, request: &Request, live: bool) -> Response {
         if let Err(refusal) = self.doors.check(request.headers()) {
@@ -117,7 +169,8 @@ impl Front {
             return refusal.into_response();
         }
         let mut request = request;
-        let profile = match self.access.select(path_profile, request.headers()).await {
+        let routes = self.routes();
+        let profile = match routes.access.select(path_profile, request.headers()).await {
             Ok(selected) => {
                 if let Some(subject) = selected.subject {
                     // For the handler: the call's audit line and hook requests carry it.
@@ -129,7 +182,7 @@ impl Front {
             }
             Err(refusal) => return refusal.into_response(),
         };
-        let Some(endpoint) = self.endpoints.get(&profile) else {
+        let Some(endpoint) = routes.endpoints.get(&profile) else {
             return Refusal::new(StatusCode::NOT_FOUND, "unknown profile").into_response();
         };
         if request.method() != Method::POST {
@@ -271,7 +324,7 @@ pub async fn serve(
     stop_serving: CancellationToken,
     on_bound: impl FnOnce(SocketAddr),
 ) -> anyhow::Result<()> {
-    let config = &gateway.config;
+    let config = gateway.config();
     let settings = &config.http;
     // Raised by `serve` already; asked again (idempotent) for the limit it reached.
     let fd_limit = crate::child::raise_open_file_limit();
@@ -302,23 +355,25 @@ pub async fn serve(
         .with_allowed_hosts(doors.rmcp_hosts())
         // SSE pings are what keeps a long call's connection from looking idle.
         .with_sse_keep_alive(Some(SSE_KEEP_ALIVE.min(settings.connection_idle / 2)));
-    let body_cap = envelope::body_cap(gateway.config.supervise.max_message_bytes);
+    let body_cap = envelope::body_cap(gateway.config().supervise.max_message_bytes);
     rmcp_config.max_request_body_bytes = body_cap;
     let sessions = SessionLimits::new(settings);
-    let endpoints = config
-        .profiles
-        .iter()
-        .map(|p| {
-            let service = GatewayService::new(gateway.clone(), p.name.clone());
-            let manager =
-                CappedSessions::new(sessions.clone(), p.name.clone(), settings.session_idle);
-            let endpoint = StreamableHttpService::new(
+    let new_endpoint = {
+        let (gateway, sessions, idle) = (gateway.clone(), sessions.clone(), settings.session_idle);
+        move |profile: &ProfileName| {
+            let service = GatewayService::new(gateway.clone(), profile.clone());
+            let manager = CappedSessions::new(sessions.clone(), profile.clone(), idle);
+            StreamableHttpService::new(
                 move || Ok(service.for_new_session()),
                 Arc::new(manager),
                 rmcp_config.clone(),
-            );
-            (p.name.clone(), endpoint)
-        })
+            )
+        }
+    };
+    let endpoints = config
+        .profiles
+        .iter()
+        .map(|p| (p.name.clone(), new_endpoint(&p.name)))
         .collect();
     let oauth = match &config.auth {
         Some(settings) => Some(Arc::new(
@@ -328,8 +383,13 @@ pub async fn serve(
     };
     let front = Arc::new(Front {
         doors,
-        access: Access::new(config, oauth.clone()),
-        endpoints,
+        routes: std::sync::RwLock::new(Arc::new(Routes {
+            access: Access::new(&config, oauth.clone()),
+            endpoints,
+            config: config.clone(),
+        })),
+        new_endpoint: Box::new(new_endpoint),
+        oauth: oauth.clone(),
         sessions,
         in_flight: Arc::default(),
         answering: TaskTracker::new(),

@@ -27,13 +27,13 @@ impl GatewayService {
     /// `caller`: the upstream's requests meanwhile go to this session.
     pub(super) fn limit(&self, context: &RequestContext<RoleServer>, caller: bool) -> Limit {
         Limit {
-            timeout: Duration::from_millis(self.gateway.config.call_timeout_ms),
+            timeout: Duration::from_millis(self.gateway.config().call_timeout_ms),
             cancel: context.ct.clone(),
             caller: caller.then_some((self.session, None)),
         }
     }
 
-    fn upstream(&self, server: &crate::config::ServerId) -> Result<&Arc<Upstream>, McpError> {
+    fn upstream(&self, server: &crate::config::ServerId) -> Result<Arc<Upstream>, McpError> {
         self.gateway.upstreams.get(server).ok_or_else(|| {
             McpError::internal_error(format!("server \"{server}\" is not configured"), None)
         })
@@ -248,7 +248,7 @@ impl GatewayService {
             .register(self.session, &self.profile, &context.peer);
         let upstream_level = self.gateway.relay.set_level(self.session, level);
         let view = self.view();
-        for upstream in self.gateway.upstreams.iter() {
+        for upstream in self.gateway.upstreams.all() {
             let logs = upstream.features().is_some_and(|f| f.logging);
             if !logs || !view.shows_server(upstream.name()) {
                 continue;

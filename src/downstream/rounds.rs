@@ -231,7 +231,7 @@ impl GatewayService {
     where
         Fut: Future<Output = Outcome> + Send + 'static,
     {
-        let timeout = Duration::from_millis(self.gateway.config.call_timeout_ms);
+        let timeout = Duration::from_millis(self.gateway.config().call_timeout_ms);
         self.in_rounds(
             what,
             state,

@@ -30,7 +30,7 @@ pub async fn serve(
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
     let service = GatewayService::new(gateway.clone(), profile);
-    let fast_path = gateway.config.fast_path;
+    let fast_path = gateway.config().fast_path;
     // Non-blocking pipes: the blocking `stdio()` costs a thread hand-off per message.
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
     let client_gone = CancellationToken::new();
@@ -41,7 +41,7 @@ pub async fn serve(
     // Unreadable lines, duplicate ids and malformed `tools/call` params are answered before
     // rmcp dispatches; a line over `max_message_bytes` is answered, never buffered whole.
     let lines = Lines::new(stdin, stdout)
-        .with_max_line(gateway.config.supervise.max_message_bytes)
+        .with_max_line(gateway.config().supervise.max_message_bytes)
         .with_handshake_patch(super::tasks::handshake_patch(&service));
     // `tools/call` is taken from its raw line before rmcp decodes it ([`super::fast`]).
     let fast = fast_path.then(|| FastPath::new(service.clone(), lines.writer()));
@@ -57,7 +57,7 @@ pub async fn serve(
     // a moment, so that `initialize` declares what they offer rather than everything
     // (bounded: a slow server must not delay the handshake).
     let first_starts = tokio::time::timeout(
-        INITIALIZE_WAIT.min(gateway.config.supervise.start_grace),
+        INITIALIZE_WAIT.min(gateway.config().supervise.start_grace),
         gateway.ready(),
     );
     tokio::select! {

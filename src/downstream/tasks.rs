@@ -224,6 +224,7 @@ impl GatewayService {
             progress: None,
             cancel: context.ct.clone(),
             traceparent: super::traceparent_of(context),
+            subject: super::subject_of(context),
         };
         let call = self.call_of(&context.peer, request, None);
         let outcome = self
@@ -331,7 +332,7 @@ impl GatewayService {
             // It waits for the task to end: as long as a call of that tool may take.
             Duration::from_millis(route.timeout_ms)
         } else {
-            Duration::from_millis(self.gateway.config.call_timeout_ms)
+            Duration::from_millis(self.gateway.config().call_timeout_ms)
         };
         let mut result = self
             .ask(&route, method, forwarded, timeout, context)
@@ -365,7 +366,7 @@ impl GatewayService {
         let (page, more) = tasks
             .page(self.session, cursor, PAGE)
             .ok_or_else(|| invalid(format!("tasks/list: unknown cursor {cursor:?}")))?;
-        let timeout = Duration::from_millis(self.gateway.config.call_timeout_ms);
+        let timeout = Duration::from_millis(self.gateway.config().call_timeout_ms);
         let asks = page.iter().map(|route| async move {
             let mut params = Map::new();
             params.insert("taskId".into(), Value::String(route.upstream_id.clone()));

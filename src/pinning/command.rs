@@ -170,7 +170,7 @@ pub async fn collect(config: &Config) -> Collected {
             None => break,
         }
     }
-    for upstream in upstreams.iter() {
+    for upstream in upstreams.all() {
         let server = upstream.name().to_string();
         match upstream.state() {
             ServerState::Ready { .. } => {}

@@ -24,7 +24,7 @@ impl Pipeline {
         task: TaskRequest,
     ) -> Result<serde_json::Map<String, serde_json::Value>, CallError> {
         match self
-            .execute_with(view, call, false, Some(Arc::new(task)))
+            .execute_by(view, call, false, Some(Arc::new(task)), None)
             .await?
         {
             Answer::Task { result, .. } => Ok(result),

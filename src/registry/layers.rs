@@ -38,6 +38,29 @@ impl Slot {
         }
     }
 
+    /// Gives the tool a new timeout and retry (a reload changed the limits); its validators
+    /// are kept. Returns whether anything changed.
+    pub(super) fn retime(&mut self, timeout_ms: u64, retry: Option<crate::config::Retry>) -> bool {
+        let old = &self.imported.policy;
+        if old.timeout_ms == timeout_ms && old.retry == retry {
+            return false;
+        }
+        self.imported.policy = Arc::new(super::CallPolicy {
+            input: old.input.clone(),
+            output: old.output.clone(),
+            timeout_ms,
+            retry,
+        });
+        // The kept entry carries the old policy.
+        self.entry = None;
+        true
+    }
+
+    /// The tool as its upstream exported it (cleaned), under its upstream name.
+    pub(super) fn tool(&self) -> &rmcp::model::Tool {
+        &self.imported.tool
+    }
+
     /// The entry exposing this tool as `exposed`: the last one if its name is unchanged
     /// (the same `Arc`), else a renamed copy whose fingerprint combines the stored hash with
     /// the new name, so nothing is serialized.

@@ -526,3 +526,59 @@ fn extras_travel_with_their_items_and_a_change_in_them_is_a_change() {
     assert_eq!(&*named.exposed, "s__p");
     assert_eq!(extra::faithful(&named.item, &named.extra)["x"], 1);
 }
+
+#[test]
+fn a_reload_applies_new_profiles_and_naming_over_what_is_imported() {
+    let mut registry = Registry::new(PrefixPolicy::Always, &[default_profile()]);
+    registry.replace(&server("a"), vec![tool("x"), tool("y")]);
+    assert_eq!(names(&view(&registry)), ["a__x", "a__y"]);
+
+    let narrowed = profile("default", None, None, Some(&["a__y"]));
+    registry.reconfigure(PrefixPolicy::Always, &[narrowed], CodeSettings::default());
+    assert_eq!(names(&view(&registry)), ["a__x"]);
+
+    registry.reconfigure(
+        PrefixPolicy::Never,
+        &[
+            default_profile(),
+            profile("added", None, Some(&["y"]), None),
+        ],
+        CodeSettings::default(),
+    );
+    assert_eq!(names(&view(&registry)), ["x", "y"]);
+    assert_eq!(names(&view_of(&registry, "added")), ["y"]);
+}
+
+#[test]
+fn new_limits_change_policies_but_not_what_clients_are_told() {
+    let mut registry = Registry::new(PrefixPolicy::Always, &[default_profile()]);
+    registry.replace(&server("a"), vec![tool("x")]);
+    let before = view(&registry);
+    assert_eq!(
+        before.get("a__x").unwrap().policy.timeout_ms,
+        crate::config::DEFAULT_CALL_TIMEOUT_MS
+    );
+
+    let retry = Retry {
+        attempts: 3,
+        backoff_ms: 0,
+    };
+    registry.retime(|server, tool| {
+        assert_eq!(server.name.as_str(), "a");
+        assert_eq!(tool.name, "x");
+        (5, Some(retry))
+    });
+    let after = view(&registry);
+    let entry = after.get("a__x").unwrap();
+    assert_eq!(
+        (entry.policy.timeout_ms, entry.policy.retry),
+        (5, Some(retry))
+    );
+    // A view handed out before keeps its own.
+    assert_eq!(
+        before.get("a__x").unwrap().policy.timeout_ms,
+        crate::config::DEFAULT_CALL_TIMEOUT_MS
+    );
+    // The list is the same: no `list_changed` for a limit.
+    assert_eq!(after.fingerprint(), before.fingerprint());
+}

@@ -24,6 +24,8 @@ pub(super) struct Supervisor {
     pub settings: SuperviseSettings,
     pub events: mpsc::UnboundedSender<UpstreamEvent>,
     pub shutdown: CancellationToken,
+    /// Fired when a reload retired this server: from then on it reports nothing.
+    pub mute: CancellationToken,
 }
 
 /// Why a live connection ended.
@@ -94,10 +96,17 @@ impl Supervisor {
         }
     }
 
+    /// Sends `event` to the registry's owner, unless a reload retired this server.
+    fn report(&self, event: UpstreamEvent) {
+        if !self.mute.is_cancelled() {
+            let _ = self.events.send(event);
+        }
+    }
+
     /// Tells the gateway that this server's first attempt is over, once.
     fn first_start_done(&self, first: &mut bool) {
         if std::mem::take(first) {
-            let _ = self.events.send(UpstreamEvent::Started {
+            self.report(UpstreamEvent::Started {
                 server: self.upstream.name.clone(),
             });
         }
@@ -147,7 +156,7 @@ impl Supervisor {
             json: connection.json_lists(),
         }));
         tracing::info!(server = %name, tools = tools.items.len(), restarts = upstream.restarts(), "server ready");
-        let _ = self.events.send(UpstreamEvent::Tools {
+        self.report(UpstreamEvent::Tools {
             server: name.clone(),
             tools: tools.items,
             extras: tools.extras,
@@ -155,7 +164,7 @@ impl Supervisor {
         let offer = self
             .import_offer(connection.peer(), &connection.json_lists())
             .await;
-        let _ = self.events.send(UpstreamEvent::Offer {
+        self.report(UpstreamEvent::Offer {
             server: name.clone(),
             offer,
         });
@@ -188,7 +197,7 @@ impl Supervisor {
                     Some(Ok(tools)) => {
                         tracing::info!(server = %name, tools = tools.items.len(), "tool list changed");
                         self.upstream.set_state(ServerState::Ready { tools: tools.items.len() });
-                        let _ = self.events.send(UpstreamEvent::Tools { server: name.clone(), tools: tools.items, extras: tools.extras });
+                        self.report(UpstreamEvent::Tools { server: name.clone(), tools: tools.items, extras: tools.extras });
                     }
                     Some(Err(error)) => tracing::warn!(server = %name, %error, "re-import after list_changed failed; keeping the previous list"),
                     None => tracing::warn!(server = %name, "re-import after list_changed timed out; keeping the previous list"),
@@ -196,7 +205,7 @@ impl Supervisor {
                 // The server said its prompts or resources changed: import them again, whole.
                 () = changes.offer.notified() => {
                     let offer = self.import_offer(&peer, &lists).await;
-                    let _ = self.events.send(UpstreamEvent::Offer { server: name.clone(), offer });
+                    self.report(UpstreamEvent::Offer { server: name.clone(), offer });
                 }
             }
         };
@@ -237,7 +246,7 @@ impl Supervisor {
         self.upstream.set_link(None);
         self.upstream.set_last_error(reason.clone());
         self.upstream.set_state(ServerState::Failed(reason.clone()));
-        let _ = self.events.send(UpstreamEvent::Down {
+        self.report(UpstreamEvent::Down {
             server: name.clone(),
             reason,
         });

@@ -37,7 +37,7 @@ impl MetricsListener {
     /// Binds `addr`, refusing a non-loopback one unless a metrics token is configured.
     pub async fn bind(gateway: &Gateway, addr: SocketAddr) -> anyhow::Result<Self> {
         gateway
-            .config
+            .config()
             .http
             .check_metrics_addr(addr)
             .map_err(anyhow::Error::msg)?;
@@ -54,7 +54,7 @@ impl MetricsListener {
 
     /// Serves `/metrics` until `stop` fires.
     pub async fn serve(self, gateway: Arc<Gateway>, stop: CancellationToken) {
-        let settings = &gateway.config.http;
+        let settings = &gateway.config().http;
         let mut token = TokenSet::default();
         if let Some(secret) = &settings.metrics_token {
             token.insert(secret.expose(), ());
@@ -119,8 +119,8 @@ async fn healthz(State(scrape): State<Arc<Scrape>>, request: Request) -> Respons
     (StatusCode::OK, "ok\n").into_response()
 }
 
-/// Readiness, with every server's state, restarts and last error: 503 until the start
-/// check is done.
+/// Readiness, with every server's state, restarts and last error, and the last refused
+/// reload's error: 503 until the start check is done.
 async fn readyz(State(scrape): State<Arc<Scrape>>, request: Request) -> Response {
     if let Err(refusal) = scrape.admit(&request) {
         return refusal.into_response();
@@ -129,7 +129,10 @@ async fn readyz(State(scrape): State<Arc<Scrape>>, request: Request) -> Response
     let ready = gateway.is_ready();
     let body = serde_json::json!({
         "ready": ready,
-        "servers": gateway.upstreams.iter().map(|u| u.health()).collect::<Vec<_>>(),
+        "servers": gateway.upstreams.all().iter().map(|u| u.health()).collect::<Vec<_>>(),
+        // Why the last reload was refused (the running configuration kept serving); `null`
+        // once a reload succeeds.
+        "last_reload_error": gateway.last_reload_error(),
     });
     let status = if ready {
         StatusCode::OK
