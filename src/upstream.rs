@@ -13,6 +13,7 @@ mod connect;
 mod flood;
 mod http_lists;
 mod lists;
+pub mod oauth;
 mod passthrough;
 mod progress;
 pub mod raw;
@@ -92,6 +93,10 @@ pub enum UpstreamError {
         bytes: Option<u64>,
         limit: u64,
     },
+    /// The server needs `toolgate login`: no stored token, a refused token whose refresh
+    /// failed, or a scope toolgate was not granted. `reason` names the server and the command.
+    #[error("{reason}")]
+    AuthRequired { server: ServerId, reason: String },
     /// The calling client cancelled; the upstream was told.
     #[error("call cancelled by the client")]
     Cancelled,
@@ -104,6 +109,7 @@ impl UpstreamError {
             UpstreamError::Rpc { .. } => "UPSTREAM_ERROR",
             UpstreamError::Protocol { .. } => "UPSTREAM_PROTOCOL",
             UpstreamError::TooLarge { .. } => "MESSAGE_TOO_LARGE",
+            UpstreamError::AuthRequired { .. } => crate::error::UPSTREAM_AUTH_REQUIRED,
             UpstreamError::Cancelled => "CANCELLED",
         }
     }
@@ -131,7 +137,7 @@ impl fmt::Display for ServerState {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Health {
     pub server: String,
-    /// `starting`, `ready` or `down`.
+    /// `starting`, `ready`, `down` or `needs_login`.
     pub state: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tools: Option<usize>,
@@ -139,6 +145,9 @@ pub struct Health {
     pub restarts: u32,
     /// Why it last went down, if it ever did.
     pub last_error: Option<String>,
+    /// Why it needs `toolgate login` (and the command), if it does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub needs_login: Option<String>,
 }
 
 /// What a connected server is reached through.
@@ -179,11 +188,14 @@ pub struct Upstream {
     relay: Arc<Relay>,
     restarts: AtomicU32,
     last_error: RwLock<Option<String>>,
+    /// Sign-in state of a server with `auth` ([`oauth`]); never set for others.
+    auth: Arc<oauth::AuthWatch>,
 }
 
 impl Upstream {
-    fn new(name: ServerId, relay: Arc<Relay>) -> Self {
+    fn new(name: ServerId, relay: Arc<Relay>, auth: Arc<oauth::AuthWatch>) -> Self {
         Self {
+            auth,
             name,
             state: RwLock::new(ServerState::Starting),
             link: RwLock::new(None),
@@ -224,12 +236,18 @@ impl Upstream {
             ServerState::Ready { tools } => ("ready", Some(tools)),
             ServerState::Failed(_) => ("down", None),
         };
+        let needs_login = self.needs_login();
         Health {
             server: self.name.to_string(),
-            state,
+            state: if needs_login.is_some() {
+                "needs_login"
+            } else {
+                state
+            },
             tools,
             restarts: self.restarts(),
             last_error: self.last_error(),
+            needs_login,
         }
     }
 
@@ -282,7 +300,18 @@ impl Upstream {
         self.read_link(|link| link.raw.clone())
     }
 
+    /// Why the server needs `toolgate login`, if it does.
+    pub fn needs_login(&self) -> Option<String> {
+        self.auth.needs_login()
+    }
+
     fn not_connected(&self) -> UpstreamError {
+        if let Some(reason) = self.needs_login() {
+            return UpstreamError::AuthRequired {
+                server: self.name.clone(),
+                reason,
+            };
+        }
         UpstreamError::Unavailable {
             server: self.name.clone(),
             reason: match self.state() {
@@ -401,9 +430,15 @@ impl Upstream {
                     },
                 }
             }
-            other => UpstreamError::Unavailable {
-                server: self.name.clone(),
-                reason: other.to_string(),
+            other => match self.auth.refused(&self.name) {
+                Some(reason) => UpstreamError::AuthRequired {
+                    server: self.name.clone(),
+                    reason,
+                },
+                None => UpstreamError::Unavailable {
+                    server: self.name.clone(),
+                    reason: other.to_string(),
+                },
             },
         }
     }
@@ -459,7 +494,11 @@ impl Upstreams {
         let mut by_name = HashMap::new();
         let mut order = Vec::new();
         for server in servers {
-            let upstream = Arc::new(Upstream::new(server.id.clone(), relay.clone()));
+            let upstream = Arc::new(Upstream::new(
+                server.id.clone(),
+                relay.clone(),
+                Arc::new(oauth::AuthWatch::for_server(server)),
+            ));
             by_name.insert(server.id.clone(), upstream.clone());
             order.push(server.id.clone());
             tasks.spawn(
@@ -483,6 +522,12 @@ impl Upstreams {
 
     /// The error for a call to `server` while it is down, with why it went down.
     pub fn unavailable(&self, server: &ServerId) -> UpstreamError {
+        if let Some(reason) = self.get(server).and_then(|u| u.needs_login()) {
+            return UpstreamError::AuthRequired {
+                server: server.clone(),
+                reason,
+            };
+        }
         let reason = match self.get(server).map(|u| u.state()) {
             Some(ServerState::Failed(reason)) => reason,
             Some(other) => other.to_string(),

@@ -52,7 +52,8 @@ fn stdio_and_http_servers_validate_into_transports() {
         config.servers[1].transport,
         Transport::Http {
             url: "https://example.com/mcp".into(),
-            headers: [("Authorization".to_owned(), "Bearer s3cret".to_owned())].into()
+            headers: [("Authorization".to_owned(), "Bearer s3cret".to_owned())].into(),
+            auth: None,
         }
     );
 }
