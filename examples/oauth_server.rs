@@ -11,7 +11,8 @@
 //!   `refresh_token`); access tokens expire after `--expires-in` seconds (default 3600);
 //! - for tests: `POST /admin/expire-access` (every access token issued so far is refused; refresh
 //!   tokens still work), `POST /admin/revoke` (access and refresh tokens refused), and
-//!   `GET /admin/stats` (grants, registrations and refused requests, as JSON).
+//!   `GET /admin/stats` (grants, registrations, refused requests and how many of those carried
+//!   a token, as JSON).
 //!
 //! Prints `oauth-server: listening on http://ADDR/mcp` to stderr once it listens.
 
@@ -273,7 +274,19 @@ async fn require_token(
     if valid {
         return next.run(request).await;
     }
-    *lock(&state).stats.entry("refused").or_default() += 1;
+    {
+        let mut auth = lock(&state);
+        *auth.stats.entry("refused").or_default() += 1;
+        if token.is_some() {
+            *auth.stats.entry("refused_token").or_default() += 1;
+        }
+    }
+    // A test server's tokens are throwaway: naming the refused one helps a failing test.
+    eprintln!(
+        "{SERVER_NAME}: refused {} {} (token: {token:?})",
+        request.method(),
+        request.uri()
+    );
     let challenge = format!(
         "Bearer error=\"invalid_token\", resource_metadata=\"{base}/.well-known/oauth-protected-resource/mcp\""
     );
