@@ -12,6 +12,7 @@ mod names;
 mod pinning;
 mod supervise;
 mod telemetry;
+mod upstream_auth;
 mod validate;
 
 use std::{
@@ -32,6 +33,9 @@ pub use names::{ProfileName, Secret, ServerId, ServerName};
 pub use pinning::{DEFAULT_LOCK, OnChange, OnNew, PinningSettings, RawPinning};
 pub use supervise::{RawSupervise, SuperviseSettings};
 pub use telemetry::{OtlpProtocol, RawTracing, TracingSettings};
+pub use upstream_auth::{
+    ClientCredential, ClientCredentialsSettings, OAuthSettings, RawUpstreamAuth, UpstreamAuth,
+};
 pub use validate::validate;
 
 /// Prefix of the environment variables that override the file (`TOOLGATE_GATEWAY__PREFIX=never`).
@@ -133,6 +137,8 @@ pub struct RawGateway {
     pub tracing: RawTracing,
     /// `[gateway.auth]`: accept identity provider tokens (OAuth resource server).
     pub auth: Option<RawAuth>,
+    /// Where the tokens of `oauth` servers are stored (default: the user's data directory).
+    pub token_dir: Option<String>,
 }
 
 /// How one call of a tool may be retried.
@@ -232,6 +238,8 @@ pub struct RawServer {
     pub url: Option<String>,
     #[serde(default, deserialize_with = "scalars::map")]
     pub headers: BTreeMap<String, String>,
+    /// How toolgate signs in to a `url` server ([`UpstreamAuth`]).
+    pub auth: Option<RawUpstreamAuth>,
     /// Time limit of one call to this server, in milliseconds.
     pub timeout_ms: Option<u64>,
     /// Retry for this server's tools annotated `idempotentHint`.
@@ -268,6 +276,7 @@ pub enum Transport {
     Http {
         url: String,
         headers: BTreeMap<String, String>,
+        auth: Option<UpstreamAuth>,
     },
 }
 

@@ -15,6 +15,10 @@ pub const META_KEY: &str = "toolgate/error";
 /// one still running at the end of the grace was cancelled.
 pub const SHUTTING_DOWN: &str = "SHUTTING_DOWN";
 
+/// An HTTP upstream with `auth` needs `toolgate login` (no token, a refused token that could
+/// not be refreshed, or a scope not granted); the message names the server and the command.
+pub const UPSTREAM_AUTH_REQUIRED: &str = "UPSTREAM_AUTH_REQUIRED";
+
 /// Turns a failed call into what the client receives.
 ///
 /// An unknown (or hidden) tool is a protocol error, `-32602`, as the MCP spec asks; an

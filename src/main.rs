@@ -89,6 +89,24 @@ enum Command {
         #[arg(long)]
         check: bool,
     },
+    /// Sign in to a `url` server whose `auth` has type = "oauth": print the authorization
+    /// URL (and open a browser when there is one), wait for the redirect on 127.0.0.1, and
+    /// store the tokens (see README, "Signing in to remote servers").
+    Login {
+        /// The server's name in the config.
+        server: String,
+        /// Only print the URL; do not try to open a browser.
+        #[arg(long)]
+        no_browser: bool,
+        /// How long to wait for the redirect, in seconds.
+        #[arg(long, value_name = "SECS", default_value_t = 300)]
+        timeout: u64,
+    },
+    /// Delete the stored tokens of a server (the next start needs `toolgate login` again).
+    Logout {
+        /// The server's name in the config.
+        server: String,
+    },
     /// Convert an MCP client's config (Claude Desktop, Cursor, VS Code, Windsurf) into a
     /// servers.toml, or print the snippet that points a client at toolgate.
     Import(toolgate::import::Options),
@@ -296,6 +314,44 @@ async fn run_gateway(
     reloads: Option<Reloads>,
     signalled: &Signalled,
 ) -> ExitCode {
+    if let Command::Login {
+        server,
+        no_browser,
+        timeout,
+    } = &command
+    {
+        let options = toolgate::upstream::oauth::login::LoginOptions {
+            open_browser: !no_browser,
+            timeout: std::time::Duration::from_secs(*timeout),
+            max_message_bytes: config.supervise.max_message_bytes,
+        };
+        return tokio::select! {
+            done = toolgate::upstream::oauth::login::login(&config, server, &options) => match done {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => {
+                    eprintln!("toolgate: {error}");
+                    ExitCode::FAILURE
+                }
+            },
+            () = signalled.stop.cancelled() => ExitCode::from(EXIT_INTERRUPTED),
+        };
+    }
+    if let Command::Logout { server } = &command {
+        return match toolgate::upstream::oauth::login::logout(&config, server) {
+            Ok((true, path)) => {
+                println!("Signed out of \"{server}\": deleted {}.", path.display());
+                ExitCode::SUCCESS
+            }
+            Ok((false, _)) => {
+                println!("No stored tokens for \"{server}\".");
+                ExitCode::SUCCESS
+            }
+            Err(error) => {
+                eprintln!("toolgate: {error}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     if let Command::Pin { check } = command {
         return tokio::select! {
             code = toolgate::pinning::command::run(&config, check) => code,
@@ -378,7 +434,11 @@ async fn run_gateway(
             Command::Sdk => sdk(&gateway, &profile),
             Command::Call { tool, arguments } => call(&gateway, &profile, tool, &arguments).await,
             // Served by `main` before anything else starts, or above without a gateway.
-            Command::Worker(_) | Command::Import(_) | Command::Pin { .. } => ExitCode::FAILURE,
+            Command::Worker(_)
+            | Command::Import(_)
+            | Command::Pin { .. }
+            | Command::Login { .. }
+            | Command::Logout { .. } => ExitCode::FAILURE,
         };
         // Drains whatever is still in flight, then stops every child.
         gateway.shutdown().await;
@@ -475,7 +535,10 @@ fn check(gateway: &Gateway) -> ExitCode {
     for upstream in gateway.upstreams.all() {
         let state = upstream.state();
         healthy &= matches!(state, ServerState::Ready { .. });
-        let mut line = format!("{}\t{state}", upstream.name());
+        let mut line = match upstream.needs_login() {
+            Some(reason) => format!("{}\tneeds login: {reason}", upstream.name()),
+            None => format!("{}\t{state}", upstream.name()),
+        };
         let restarts = upstream.restarts();
         if restarts > 0 {
             line.push_str(&format!("; {restarts} restarts"));

@@ -13,6 +13,7 @@ mod connect;
 mod flood;
 mod http_lists;
 mod lists;
+pub mod oauth;
 mod passthrough;
 mod progress;
 pub mod raw;
@@ -89,6 +90,10 @@ pub enum UpstreamError {
         bytes: Option<u64>,
         limit: u64,
     },
+    /// The server needs `toolgate login`: no stored token, a refused token whose refresh
+    /// failed, or a scope toolgate was not granted. `reason` names the server and the command.
+    #[error("{reason}")]
+    AuthRequired { server: ServerId, reason: String },
     /// The calling client cancelled; the upstream was told.
     #[error("call cancelled by the client")]
     Cancelled,
@@ -101,6 +106,7 @@ impl UpstreamError {
             UpstreamError::Rpc { .. } => "UPSTREAM_ERROR",
             UpstreamError::Protocol { .. } => "UPSTREAM_PROTOCOL",
             UpstreamError::TooLarge { .. } => "MESSAGE_TOO_LARGE",
+            UpstreamError::AuthRequired { .. } => crate::error::UPSTREAM_AUTH_REQUIRED,
             UpstreamError::Cancelled => "CANCELLED",
         }
     }
@@ -128,7 +134,7 @@ impl fmt::Display for ServerState {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Health {
     pub server: String,
-    /// `starting`, `ready` or `down`.
+    /// `starting`, `ready`, `down` or `needs_login`.
     pub state: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tools: Option<usize>,
@@ -136,6 +142,9 @@ pub struct Health {
     pub restarts: u32,
     /// Why it last went down, if it ever did.
     pub last_error: Option<String>,
+    /// Why it needs `toolgate login` (and the command), if it does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub needs_login: Option<String>,
 }
 
 /// What a connected server is reached through.
@@ -180,11 +189,14 @@ pub struct Upstream {
     last_error: RwLock<Option<String>>,
     /// One token per call in flight: a retired server stops only once they are over.
     calls: TaskTracker,
+    /// Sign-in state of a server with `auth` ([`oauth`]); never set for others.
+    auth: Arc<oauth::AuthWatch>,
 }
 
 impl Upstream {
-    fn new(name: ServerId, relay: Arc<Relay>) -> Self {
+    fn new(name: ServerId, relay: Arc<Relay>, auth: Arc<oauth::AuthWatch>) -> Self {
         Self {
+            auth,
             name,
             state: RwLock::new(ServerState::Starting),
             link: RwLock::new(None),
@@ -231,12 +243,18 @@ impl Upstream {
             ServerState::Ready { tools } => ("ready", Some(tools)),
             ServerState::Failed(_) => ("down", None),
         };
+        let needs_login = self.needs_login();
         Health {
             server: self.name.to_string(),
-            state,
+            state: if needs_login.is_some() {
+                "needs_login"
+            } else {
+                state
+            },
             tools,
             restarts: self.restarts(),
             last_error: self.last_error(),
+            needs_login,
         }
     }
 
@@ -289,7 +307,18 @@ impl Upstream {
         self.read_link(|link| link.raw.clone())
     }
 
+    /// Why the server needs `toolgate login`, if it does.
+    pub fn needs_login(&self) -> Option<String> {
+        self.auth.needs_login()
+    }
+
     fn not_connected(&self) -> UpstreamError {
+        if let Some(reason) = self.needs_login() {
+            return UpstreamError::AuthRequired {
+                server: self.name.clone(),
+                reason,
+            };
+        }
         UpstreamError::Unavailable {
             server: self.name.clone(),
             reason: match self.state() {
@@ -408,9 +437,15 @@ impl Upstream {
                     },
                 }
             }
-            other => UpstreamError::Unavailable {
-                server: self.name.clone(),
-                reason: other.to_string(),
+            other => match self.auth.refused(&self.name) {
+                Some(reason) => UpstreamError::AuthRequired {
+                    server: self.name.clone(),
+                    reason,
+                },
+                None => UpstreamError::Unavailable {
+                    server: self.name.clone(),
+                    reason: other.to_string(),
+                },
             },
         }
     }

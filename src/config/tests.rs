@@ -52,7 +52,8 @@ fn stdio_and_http_servers_validate_into_transports() {
         config.servers[1].transport,
         Transport::Http {
             url: "https://example.com/mcp".into(),
-            headers: [("Authorization".to_owned(), "Bearer s3cret".to_owned())].into()
+            headers: [("Authorization".to_owned(), "Bearer s3cret".to_owned())].into(),
+            auth: None,
         }
     );
 }
@@ -311,4 +312,67 @@ fn the_drain_grace_is_read_and_zero_is_allowed() {
         .unwrap_err()
         .to_string();
     assert!(bad.contains("drain_grace"), "{bad}");
+}
+
+#[test]
+fn oauth_and_client_credentials_auth_tables_are_checked() {
+    let config = parse(
+        "[servers.a]\nurl = \"https://a.example/mcp\"\n[servers.a.auth]\ntype = \"oauth\"\nscopes = [\"read\"]\n\
+         [servers.b]\nurl = \"https://b.example/mcp\"\n[servers.b.auth]\ntype = \"client_credentials\"\nclient_id = \"tg\"\nclient_secret = \"s3cret\"\n\
+         [gateway]\ntoken_dir = \"/tmp/tg-tokens\"\n",
+    )
+    .unwrap();
+    let Transport::Http {
+        auth: Some(crate::config::UpstreamAuth::OAuth(oauth)),
+        ..
+    } = &config.servers[0].transport
+    else {
+        panic!("{:?}", config.servers[0].transport);
+    };
+    assert_eq!(oauth.scopes, ["read"]);
+    assert_eq!(
+        oauth.token_dir.as_deref(),
+        Some(std::path::Path::new("/tmp/tg-tokens"))
+    );
+    assert!(matches!(
+        &config.servers[1].transport,
+        Transport::Http {
+            auth: Some(crate::config::UpstreamAuth::ClientCredentials(_)),
+            ..
+        }
+    ));
+    for (table, key, says) in [
+        ("scopes = []", "servers.x.auth.type", "missing"),
+        ("type = \"magic\"", "servers.x.auth.type", "magic"),
+        (
+            "type = \"oauth\"\nclient_secret = \"s\"",
+            "servers.x.auth.client_secret",
+            "client_id",
+        ),
+        (
+            "type = \"oauth\"\nclient_metadata_url = \"http://x/doc.json\"",
+            "servers.x.auth.client_metadata_url",
+            "https://",
+        ),
+        (
+            "type = \"client_credentials\"\nclient_id = \"tg\"",
+            "servers.x.auth",
+            "client_secret",
+        ),
+    ] {
+        let error = parse(&format!(
+            "[servers.x]\nurl = \"https://x.example/mcp\"\n[servers.x.auth]\n{table}\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(error.contains(&format!("key `{key}`")), "{table}: {error}");
+        assert!(error.contains(says), "{table}: {error}");
+    }
+    let error = parse("[servers.x]\ncommand = \"run\"\n[servers.x.auth]\ntype = \"oauth\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("`auth` applies to `url` servers only"),
+        "{error}"
+    );
 }

@@ -41,6 +41,21 @@ pub fn validate(
         .map(|(i, hook)| hook_config(i, hook, &profiles, &invalid, lookup))
         .collect::<Result<Vec<_>, _>>()?;
     let gateway = raw.gateway;
+    // Every `oauth` server keeps its tokens there ([`crate::upstream::oauth::store`]).
+    if let Some(dir) = &gateway.token_dir {
+        let dir = PathBuf::from(
+            expand_vars(dir, lookup).map_err(|m| invalid("gateway.token_dir".into(), m))?,
+        );
+        for server in &mut servers {
+            if let Transport::Http {
+                auth: Some(super::UpstreamAuth::OAuth(settings)),
+                ..
+            } = &mut server.transport
+            {
+                settings.token_dir = Some(dir.clone());
+            }
+        }
+    }
     let call_timeout_ms = gateway.call_timeout_ms.unwrap_or(DEFAULT_CALL_TIMEOUT_MS);
     if call_timeout_ms == 0 {
         return Err(invalid(
@@ -396,6 +411,12 @@ fn transport(
                     "`headers` applies to `url` servers only".into(),
                 ));
             }
+            if server.auth.is_some() {
+                return Err(invalid(
+                    format!("{key}.auth"),
+                    "`auth` applies to `url` servers only".into(),
+                ));
+            }
             let command = expand(command, format!("{key}.command"))?;
             if command.trim().is_empty() {
                 return Err(invalid(
@@ -443,9 +464,19 @@ fn transport(
                     format!("expected an http:// or https:// URL, found {url:?}"),
                 ));
             }
+            let auth = match &server.auth {
+                Some(raw) => Some(super::upstream_auth::validate(
+                    raw,
+                    &format!("{key}.auth"),
+                    invalid,
+                    &expand,
+                )?),
+                None => None,
+            };
             Ok(Transport::Http {
                 url,
                 headers: expand_map(&server.headers, "headers")?,
+                auth,
             })
         }
         (Some(_), Some(_)) => Err(invalid(

@@ -100,10 +100,13 @@ impl Connection {
 /// Starts `config`'s server and completes the MCP handshake.
 /// `max_message_bytes` bounds each line a stdio server writes (see [`super::size_guard`]) and
 /// each answer of an HTTP one ([`super::bounded_http`]).
+/// `auth` is the server's sign-in state: a server with `auth` that needs a login is marked
+/// there ([`super::oauth`]).
 pub async fn connect(
     config: &ServerConfig,
     handler: UpstreamClient,
     max_message_bytes: usize,
+    auth: &Arc<super::oauth::AuthWatch>,
 ) -> Result<Connection, String> {
     match &config.transport {
         Transport::Stdio {
@@ -157,29 +160,43 @@ pub async fn connect(
                 }
             }
         }
-        Transport::Http { url, headers } => {
-            let mut custom = std::collections::HashMap::new();
-            for (name, value) in headers {
-                let name = http::HeaderName::try_from(name.as_str())
-                    .map_err(|e| format!("header name {name:?} is invalid: {e}"))?;
-                // The value may hold a secret: the error names the header only.
-                let value = http::HeaderValue::try_from(value.as_str())
-                    .map_err(|_| format!("header {name} has a value that is not valid in HTTP"))?;
-                custom.insert(name, value);
-            }
-            let mut transport_config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
-            transport_config.custom_headers = custom;
-            transport_config.max_json_response_size = max_message_bytes;
-            transport_config.max_sse_event_size = max_message_bytes;
+        Transport::Http {
+            url,
+            headers,
+            auth: sign_in,
+        } => {
+            let transport_config = http_config(url, headers, max_message_bytes)?;
             // rmcp's client, its answers bounded so that one over the limit fails its call
             // at once ([`super::bounded_http`]), and beside it the reader of list pages as
             // JSON ([`super::http_lists`]).
-            let (client, lists) = super::http_lists::tap(max_message_bytes)?;
-            let transport = StreamableHttpClientTransport::with_client(client, transport_config);
-            let service = handler
-                .serve(transport)
-                .await
-                .map_err(|e| format!("MCP handshake with {url} failed: {e}"))?;
+            let watch = sign_in.as_ref().map(|_| auth.clone());
+            let (client, lists) = super::http_lists::tap(max_message_bytes, watch)?;
+            let served = match sign_in {
+                None => {
+                    handler
+                        .serve(StreamableHttpClientTransport::with_client(
+                            client,
+                            transport_config,
+                        ))
+                        .await
+                }
+                // rmcp's client around ours: the bound stays on every answer, and the token
+                // is added, refreshed before it expires and once on a 401.
+                Some(sign_in) => {
+                    let client =
+                        super::oauth::authorize(&config.id, url, sign_in, client, auth).await?;
+                    handler
+                        .serve(StreamableHttpClientTransport::with_client(
+                            client,
+                            transport_config,
+                        ))
+                        .await
+                }
+            };
+            let service = served.map_err(|e| {
+                auth.refused(&config.id)
+                    .unwrap_or_else(|| format!("MCP handshake with {url} failed: {e}"))
+            })?;
             let mut connection = Process {
                 child: None,
                 stderr: None,
@@ -190,6 +207,29 @@ pub async fn connect(
             Ok(connection)
         }
     }
+}
+
+/// rmcp's transport settings for the server at `url`: its `headers`, and `max_message_bytes`
+/// on every answer.
+pub(super) fn http_config(
+    url: &str,
+    headers: &std::collections::BTreeMap<String, String>,
+    max_message_bytes: usize,
+) -> Result<StreamableHttpClientTransportConfig, String> {
+    let mut custom = std::collections::HashMap::new();
+    for (name, value) in headers {
+        let name = http::HeaderName::try_from(name.as_str())
+            .map_err(|e| format!("header name {name:?} is invalid: {e}"))?;
+        // The value may hold a secret: the error names the header only.
+        let value = http::HeaderValue::try_from(value.as_str())
+            .map_err(|_| format!("header {name} has a value that is not valid in HTTP"))?;
+        custom.insert(name, value);
+    }
+    let mut transport_config = StreamableHttpClientTransportConfig::with_uri(url);
+    transport_config.custom_headers = custom;
+    transport_config.max_json_response_size = max_message_bytes;
+    transport_config.max_sse_event_size = max_message_bytes;
+    Ok(transport_config)
 }
 
 /// The local side of a stdio server (nothing for an HTTP one): the child and its stderr.

@@ -24,7 +24,7 @@ use rmcp::{
 };
 use serde_json::{Map, Value};
 
-use super::bounded_http::BoundedHttp;
+use super::{bounded_http::BoundedHttp, oauth::AuthWatch};
 
 /// What the last request rmcp sent carried: what a list request beside it needs.
 #[derive(Debug, Clone)]
@@ -40,6 +40,8 @@ struct Seen {
 pub struct TapClient {
     inner: BoundedHttp,
     seen: Arc<Mutex<Option<Seen>>>,
+    /// Told of each 401/403 challenge and each success (servers with `auth` only).
+    watch: Option<Arc<AuthWatch>>,
 }
 
 /// Reads list pages from one HTTP server, on the session [`TapClient`] noted.
@@ -48,11 +50,15 @@ pub struct HttpLists {
     seen: Arc<Mutex<Option<Seen>>>,
     next: AtomicU64,
     max_bytes: usize,
+    watch: Option<Arc<AuthWatch>>,
 }
 
 /// The client for rmcp's transport and the list reader beside it; `max_bytes` bounds every
-/// answer rmcp reads and every list page.
-pub fn tap(max_bytes: usize) -> Result<(TapClient, Arc<HttpLists>), String> {
+/// answer rmcp reads and every list page. `watch` hears of the server's auth challenges.
+pub fn tap(
+    max_bytes: usize,
+    watch: Option<Arc<AuthWatch>>,
+) -> Result<(TapClient, Arc<HttpLists>), String> {
     let bounded = BoundedHttp::new(max_bytes)?;
     let client = bounded.reqwest().clone();
     let seen = Arc::new(Mutex::new(None));
@@ -60,12 +66,14 @@ pub fn tap(max_bytes: usize) -> Result<(TapClient, Arc<HttpLists>), String> {
         TapClient {
             inner: bounded,
             seen: seen.clone(),
+            watch: watch.clone(),
         },
         Arc::new(HttpLists {
             client,
             seen,
             next: AtomicU64::new(1),
             max_bytes,
+            watch,
         }),
     ))
 }
@@ -100,9 +108,12 @@ impl StreamableHttpClient for TapClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
         self.note(&uri, &session_id, &auth_header, &custom_headers);
-        self.inner
+        let result = self
+            .inner
             .post_message(uri, message, session_id, auth_header, custom_headers)
-            .await
+            .await;
+        super::oauth::observe(self.watch.as_ref(), &result);
+        result
     }
 
     async fn post_message_with_max_sse_event_size(
@@ -115,7 +126,8 @@ impl StreamableHttpClient for TapClient {
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
         self.note(&uri, &session_id, &auth_header, &custom_headers);
-        self.inner
+        let result = self
+            .inner
             .post_message_with_max_sse_event_size(
                 uri,
                 message,
@@ -124,7 +136,9 @@ impl StreamableHttpClient for TapClient {
                 custom_headers,
                 max_sse_event_size,
             )
-            .await
+            .await;
+        super::oauth::observe(self.watch.as_ref(), &result);
+        result
     }
 
     async fn post_message_with_response_limits(
@@ -137,7 +151,8 @@ impl StreamableHttpClient for TapClient {
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
         self.note(&uri, &session_id, &auth_header, &custom_headers);
-        self.inner
+        let result = self
+            .inner
             .post_message_with_response_limits(
                 uri,
                 message,
@@ -146,7 +161,9 @@ impl StreamableHttpClient for TapClient {
                 custom_headers,
                 limits,
             )
-            .await
+            .await;
+        super::oauth::observe(self.watch.as_ref(), &result);
+        result
     }
 
     async fn delete_session(
@@ -244,6 +261,15 @@ impl HttpLists {
         }
         let mut response = request.send().await.map_err(|e| format!("{method}: {e}"))?;
         if !response.status().is_success() {
+            let status = response.status().as_u16();
+            if let (Some(watch), 401 | 403) = (&self.watch, status)
+                && let Some(challenge) = response
+                    .headers()
+                    .get(http::header::WWW_AUTHENTICATE)
+                    .and_then(|v| v.to_str().ok())
+            {
+                watch.saw_challenge(status, challenge);
+            }
             return Err(format!("{method}: HTTP {}", response.status()));
         }
         let sse = response

@@ -82,7 +82,11 @@ impl Upstreams {
     /// Starts `server` under a new supervisor, in place of any member of the same id (which
     /// the caller has taken out with [`Upstreams::take`] first).
     pub fn add(&self, server: ServerConfig) {
-        let upstream = Arc::new(Upstream::new(server.id.clone(), self.relay.clone()));
+        let upstream = Arc::new(Upstream::new(
+            server.id.clone(),
+            self.relay.clone(),
+            Arc::new(super::oauth::AuthWatch::for_server(&server)),
+        ));
         let stop = self.shutdown.child_token();
         let mute = CancellationToken::new();
         let supervisor = self.tasks.spawn(
@@ -169,6 +173,12 @@ impl Upstreams {
 
     /// The error for a call to `server` while it is down, with why it went down.
     pub fn unavailable(&self, server: &ServerId) -> UpstreamError {
+        if let Some(reason) = self.get(server).and_then(|u| u.needs_login()) {
+            return UpstreamError::AuthRequired {
+                server: server.clone(),
+                reason,
+            };
+        }
         let reason = match self.get(server).map(|u| u.state()) {
             Some(ServerState::Failed(reason)) => reason,
             Some(other) => other.to_string(),

@@ -124,10 +124,21 @@ impl Supervisor {
         );
         let limit = self.settings.start_timeout;
         let starting = async {
-            let mut connection =
-                connect::connect(&self.config, handler, self.settings.max_message_bytes).await?;
+            let mut connection = connect::connect(
+                &self.config,
+                handler,
+                self.settings.max_message_bytes,
+                &upstream.auth,
+            )
+            .await?;
             match import_tools(&upstream.name, connection.peer(), &connection.json_lists()).await {
                 Ok(tools) => Ok((connection, tools)),
+                // Refused for want of a (better) token: the server needs a login.
+                Err(_) if upstream.auth.refused(&upstream.name).is_some() => {
+                    let reason = upstream.needs_login().unwrap_or_default();
+                    connection.stop().await;
+                    Err(reason)
+                }
                 Err(reason) => {
                     let reason = connection
                         .describe_failure(&format!("tools/list failed: {reason}"))
