@@ -56,6 +56,8 @@
 //!   children, a program's sub-calls under its `run_code`), W3C `traceparent` in and out,
 //!   and the optional OTLP/HTTP export ([`telemetry::export`]).
 //! - [`error`]: stable error codes and their single mapping to JSON-RPC / `isError` results.
+//! - [`commands`]: the one-shot commands `check`, `tools`, `sdk` and `call` (`main.rs` only
+//!   parses the command line, starts the gateway and dispatches).
 //! - [`code_mode`]: programs that call tools, run in sandboxed `toolgate worker` processes (Boa + oxc,
 //!   rlimits, seccomp) that a warm [`code_mode::pool::WorkerPool`] starts, feeds and kills.
 //!
@@ -100,6 +102,7 @@
 pub mod child;
 pub mod clean;
 pub mod code_mode;
+pub mod commands;
 pub mod config;
 pub mod downstream;
 pub mod drain;

@@ -13,17 +13,14 @@ use std::{convert::Infallible, net::SocketAddr, path::PathBuf, process::ExitCode
 use clap::{Parser, Subcommand};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use toolgate::{
+    commands::{self, EXIT_CONFIG},
     config::{self, ProfileName},
-    downstream, error,
+    downstream,
     gateway::Gateway,
     gateway::{StartError, StartOptions, triggers},
-    pipeline::Call,
     telemetry::export::{self, LogStyle},
-    upstream::ServerState,
 };
 
-/// Exit code for a bad configuration or command line (sysexits EX_USAGE).
-const EXIT_CONFIG: u8 = 64;
 /// Exit code when an output file (the audit log) cannot be created (sysexits EX_CANTCREAT).
 const EXIT_CANT_CREATE: u8 = 73;
 /// Exit code of a command stopped by SIGINT or SIGTERM before it finished (128 + SIGINT).
@@ -429,10 +426,12 @@ async fn run_gateway(
                 reloader.wait().await;
                 code
             }
-            Command::Check => check(&gateway),
-            Command::Tools => tools(&gateway, &profile),
-            Command::Sdk => sdk(&gateway, &profile),
-            Command::Call { tool, arguments } => call(&gateway, &profile, tool, &arguments).await,
+            Command::Check => commands::check(&gateway),
+            Command::Tools => commands::tools(&gateway, &profile),
+            Command::Sdk => commands::sdk(&gateway, &profile),
+            Command::Call { tool, arguments } => {
+                commands::call(&gateway, &profile, tool, &arguments).await
+            }
             // Served by `main` before anything else starts, or above without a gateway.
             Command::Worker(_)
             | Command::Import(_)
@@ -525,123 +524,6 @@ async fn serve(
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("toolgate: {error:#}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-fn check(gateway: &Gateway) -> ExitCode {
-    let mut healthy = true;
-    for upstream in gateway.upstreams.all() {
-        let state = upstream.state();
-        healthy &= matches!(state, ServerState::Ready { .. });
-        let mut line = match upstream.needs_login() {
-            Some(reason) => format!("{}\tneeds login: {reason}", upstream.name()),
-            None => format!("{}\t{state}", upstream.name()),
-        };
-        let restarts = upstream.restarts();
-        if restarts > 0 {
-            line.push_str(&format!("; {restarts} restarts"));
-            if let Some(error) = upstream.last_error() {
-                line.push_str(&format!("; last error: {error}"));
-            }
-        }
-        println!("{line}");
-    }
-    for profile in &gateway.config().profiles {
-        let count = gateway.view(&profile.name).map_or(0, |v| v.len());
-        println!("profile {}\t{count} tools", profile.name);
-    }
-    if healthy {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
-}
-
-fn tools(gateway: &Gateway, profile: &ProfileName) -> ExitCode {
-    let view = gateway.view(profile).unwrap_or_default();
-    let width = view
-        .entries()
-        .iter()
-        .map(|e| e.exposed.len())
-        .max()
-        .unwrap_or(0);
-    let server_width = view
-        .entries()
-        .iter()
-        .map(|e| e.server.to_string().len())
-        .max()
-        .unwrap_or(0);
-    for entry in view.entries() {
-        let summary = entry
-            .tool
-            .description
-            .as_deref()
-            .and_then(|d| d.lines().next())
-            .unwrap_or("");
-        println!(
-            "{:width$}  {:server_width$}  {summary}",
-            entry.exposed,
-            entry.server.to_string()
-        );
-    }
-    ExitCode::SUCCESS
-}
-
-fn sdk(gateway: &Gateway, profile: &ProfileName) -> ExitCode {
-    let view = gateway.view(profile).unwrap_or_default();
-    let (text, form) = toolgate::registry::sdk_text(&view, &gateway.config().code);
-    // The form goes to stderr so that stdout is exactly the text a model reads.
-    eprintln!(
-        "toolgate: {form:?} form, about {} tokens",
-        toolgate::code_mode::sdk::estimate_tokens(&text)
-    );
-    println!("{text}");
-    ExitCode::SUCCESS
-}
-
-async fn call(gateway: &Gateway, profile: &ProfileName, tool: String, arguments: &str) -> ExitCode {
-    let arguments = match serde_json::from_str::<serde_json::Value>(arguments) {
-        Ok(serde_json::Value::Object(map)) => Some(map),
-        Ok(_) => {
-            eprintln!("toolgate: the arguments must be a JSON object");
-            return ExitCode::from(EXIT_CONFIG);
-        }
-        Err(error) => {
-            eprintln!("toolgate: the arguments are not valid JSON: {error}");
-            return ExitCode::from(EXIT_CONFIG);
-        }
-    };
-    let call = Call {
-        profile: profile.clone(),
-        name: tool,
-        arguments,
-        cancel: CancellationToken::new(),
-        progress: None,
-        client: None,
-        sub_call_id: None,
-        trace: Default::default(),
-    };
-    let view = gateway.view(profile).unwrap_or_default();
-    let outcome = gateway.pipeline.execute(&view, call).await;
-    match outcome.map_err(error::into_mcp) {
-        Ok(result) | Err(Ok(result)) => {
-            match serde_json::to_string_pretty(&result) {
-                Ok(text) => println!("{text}"),
-                Err(error) => eprintln!("toolgate: cannot print the result: {error}"),
-            }
-            if result.is_error == Some(true) {
-                ExitCode::FAILURE
-            } else {
-                ExitCode::SUCCESS
-            }
-        }
-        Err(Err(error)) => {
-            eprintln!(
-                "toolgate: {} (JSON-RPC error {})",
-                error.message, error.code.0
-            );
             ExitCode::FAILURE
         }
     }

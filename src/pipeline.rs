@@ -22,6 +22,7 @@ pub mod builtin;
 mod call_error;
 pub mod metrics;
 mod replace;
+mod stages;
 mod task;
 pub mod validate;
 
@@ -35,7 +36,7 @@ use std::{
     time::Instant,
 };
 
-use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
+use rmcp::model::{CallToolResult, JsonObject};
 
 use crate::relay::Caller;
 use tokio_util::sync::CancellationToken;
@@ -52,6 +53,7 @@ use crate::{
 
 pub use answer::Answer;
 pub use call_error::CallError;
+pub use stages::{Around, GateDecision, Next, PostDecision, PostHook, PreGate};
 pub use task::TaskRequest;
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -98,103 +100,6 @@ pub struct ToolCall {
     /// The rules this call runs by, taken when it started: a `run_code` program's calls run
     /// by them too, even after a reload.
     pub rules: Arc<Rules>,
-}
-
-/// What a pre gate decides.
-#[derive(Debug, Clone, PartialEq)]
-pub enum GateDecision {
-    Allow,
-    /// Refuse, with the reason the model reads; `code` is the stable machine code.
-    Deny {
-        reason: String,
-        code: &'static str,
-    },
-    /// Ask the user (through elicitation); without a channel this is a deny.
-    Ask {
-        reason: String,
-    },
-}
-
-/// What a post hook decides.
-#[derive(Debug, Clone, PartialEq)]
-pub enum PostDecision {
-    /// Keep the result (both `None`), or replace it. A replacement is whole, so that a
-    /// redaction cannot leak through the part it did not mention:
-    /// - new `content` alone drops `structuredContent`; for a tool with an `outputSchema`
-    ///   (which promises structured content) that is refused as `INVALID_TOOL_OUTPUT`;
-    /// - new `structured_content` is checked against the `outputSchema`; without new
-    ///   `content` the content becomes its JSON text.
-    Accept {
-        content: Option<Vec<ContentBlock>>,
-        structured_content: Option<serde_json::Value>,
-    },
-    /// Turn the result into an error whose content is `feedback`.
-    Block {
-        feedback: String,
-        code: &'static str,
-    },
-}
-
-/// Runs before the upstream is called.
-pub trait PreGate: Send + Sync {
-    fn check<'a>(&'a self, call: &'a ToolCall) -> BoxFuture<'a, GateDecision>;
-}
-
-/// Wraps the rest of the chain: may call `next` once, several times, or not at all.
-pub trait Around: Send + Sync {
-    fn around<'a>(
-        &'a self,
-        call: &'a ToolCall,
-        cancel: CancellationToken,
-        next: Next<'a>,
-    ) -> BoxFuture<'a, Result<Answer, CallError>>;
-}
-
-/// Runs on the upstream's result, in order.
-pub trait PostHook: Send + Sync {
-    fn after<'a>(
-        &'a self,
-        call: &'a ToolCall,
-        result: &'a CallToolResult,
-    ) -> BoxFuture<'a, PostDecision>;
-}
-
-/// The rest of the around chain, ending in the dispatch to the upstream.
-#[derive(Clone, Copy)]
-pub struct Next<'a> {
-    chain: &'a [Arc<dyn Around>],
-    pipeline: &'a Pipeline,
-    rules: &'a Rules,
-}
-
-impl PostDecision {
-    /// Keep the result as it is.
-    pub const KEEP: PostDecision = PostDecision::Accept {
-        content: None,
-        structured_content: None,
-    };
-}
-
-impl<'a> Next<'a> {
-    /// Runs the rest of the chain; `cancel` reaches the upstream as `notifications/cancelled`.
-    pub fn run(
-        self,
-        call: &'a ToolCall,
-        cancel: CancellationToken,
-    ) -> BoxFuture<'a, Result<Answer, CallError>> {
-        match self.chain.split_first() {
-            Some((wrapper, rest)) => wrapper.around(
-                call,
-                cancel,
-                Next {
-                    chain: rest,
-                    pipeline: self.pipeline,
-                    rules: self.rules,
-                },
-            ),
-            None => Box::pin(dispatch(self.pipeline, self.rules, call, cancel)),
-        }
-    }
 }
 
 /// The base of the chain: forward to the owning upstream, or run a program.
