@@ -285,7 +285,8 @@ impl Owner {
 }
 
 /// Keeps `old`'s values of what only a restart can change (listeners, supervision,
-/// telemetry, pinning, the audit log's contents, the stdio path, the drain, the pool size),
+/// telemetry, pinning, the audit log's contents, the stdio path, the drain, the pool size,
+/// the identity provider),
 /// and names those that `new` changed.
 fn keep_fixed(old: &Config, new: &mut Config) -> Vec<&'static str> {
     let mut differ = Vec::new();
@@ -309,6 +310,8 @@ fn keep_fixed(old: &Config, new: &mut Config) -> Vec<&'static str> {
     keep!(drain_grace_ms, "gateway.drain_grace_ms");
     keep!(require_profile, "gateway.require_profile");
     keep!(code.workers, "gateway.code.workers");
+    // The IdP's keys are fetched and cached by the HTTP front built at start.
+    keep!(auth, "gateway.auth");
     differ
 }
 
