@@ -261,11 +261,24 @@ async fn changing_a_server(via: Via) {
     let new = wait_for_pids(&changed_pids, 2).await[1];
     assert_ne!(new, old);
     wait_exited(old).await;
-    let marked = std::fs::read(format!("/proc/{new}/environ")).unwrap_or_default();
-    assert!(
-        marked.split(|&b| b == 0).any(|var| var == b"RELOAD_MARK=2"),
-        "the restarted child has the new environment"
-    );
+    // The pid is written by `sh` just before its `exec`: a read of `environ` while the exec
+    // replaces the process can come back empty, so look again until it answers.
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        let environ = std::fs::read(format!("/proc/{new}/environ")).unwrap_or_default();
+        if environ
+            .split(|&b| b == 0)
+            .any(|var| var == b"RELOAD_MARK=2")
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the restarted child has the new environment: {:?}",
+            String::from_utf8_lossy(&environ)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     // Withdrawn while it restarted, then back: announced.
     wait_tools_changed(&running.recorder, heard + 1, LIMIT).await;
     running
