@@ -250,14 +250,19 @@ async fn login_stores_private_tokens_and_a_401_refreshes_once_then_a_failed_refr
 
 #[tokio::test]
 async fn a_token_near_its_expiry_is_refreshed_before_it_is_sent() {
-    // Expires in 2 s: rmcp refreshes once less than half of that remains.
-    let server = AuthServer::start(2).await;
+    // Expires in 10 s. rmcp counts whole seconds and refreshes once fewer than half remain
+    // (`remaining < expires_in / 2`): from 6 s after the token was received, at the latest,
+    // while the server still takes the old token until 10 s. The token was received inside
+    // `login`, so 6.2 s after it returns is inside that window on any machine that gets the
+    // call out within 3.8 s.
+    let server = AuthServer::start(10).await;
     let work = workdir(&server);
     let (ok, out) = login(&work).await;
+    let received = tokio::time::Instant::now();
     assert!(ok, "login failed: {out}");
     let before = server.stats().await;
     let client = serve(&work).await;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    tokio::time::sleep_until(received + Duration::from_millis(6200)).await;
     let result = call(&client, "remote__whoami", json!({}))
         .await
         .expect("call");
