@@ -67,7 +67,7 @@ async fn wrong_missing_or_unknown_tokens_are_refused_with_a_clear_body() {
         (status, body.as_str()),
         (
             401,
-            "this gateway requires a bearer token: profiles list tokens, and callers without one are refused\n"
+            "this gateway requires a bearer token: profiles are guarded by tokens, and callers without one are refused\n"
         )
     );
     let (status, body) = initialize_status(url, Some("guess")).await;
