@@ -11,7 +11,7 @@ use rmcp::{
         ClientCapabilities, ClientConfig, CreateMessageRequest, CreateMessageRequestParams,
         CreateMessageResult, ElicitRequest, ElicitRequestParams, ElicitResult, Implementation,
         InputRequest, ListRootsRequest, ListRootsResult, LoggingMessageNotificationParam,
-        ProgressNotificationParam, ResourceUpdatedNotificationParam,
+        ProgressNotificationParam, ProtocolVersion, ResourceUpdatedNotificationParam,
     },
     service::{NotificationContext, RequestContext, ServiceError},
 };
@@ -101,6 +101,10 @@ impl UpstreamClient {
 impl ClientHandler for UpstreamClient {
     /// Declares what a client of toolgate may be asked for; whether the session a request
     /// belongs to can answer is checked per request (see [`crate::relay`]).
+    ///
+    /// toolgate opens upstream sessions with the `initialize` handshake, so it offers the
+    /// newest version that has one (2025-11-25): 2026-07-28 removed `initialize`, and rmcp's
+    /// default (its latest version) would name in a handshake a revision that has none.
     fn get_info(&self) -> ClientConfig {
         let capabilities = ClientCapabilities::builder()
             .enable_roots()
@@ -111,6 +115,7 @@ impl ClientHandler for UpstreamClient {
             capabilities,
             Implementation::new("toolgate", env!("CARGO_PKG_VERSION")),
         )
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
     }
 
     async fn create_message(
