@@ -7,8 +7,10 @@
 //! - `/.well-known/oauth-protected-resource/mcp` (RFC 9728) and
 //!   `/.well-known/oauth-authorization-server` (RFC 8414);
 //! - `/register` (RFC 7591, public clients), `/authorize` (approves at once: redirects to the
-//!   `redirect_uri` with a code), `/token` (`authorization_code` with PKCE S256 checked, and
-//!   `refresh_token`); access tokens expire after `--expires-in` seconds (default 3600);
+//!   `redirect_uri` with a code), `/token` (`authorization_code` with PKCE S256 checked,
+//!   `refresh_token`, and `client_credentials` for the client `cc-client` with the secret
+//!   `cc-secret`, in the body or as HTTP Basic); access tokens are refused after
+//!   `--expires-in` seconds (default 3600);
 //! - for tests: `POST /admin/expire-access` (every access token issued so far is refused; refresh
 //!   tokens still work), `POST /admin/revoke` (access and refresh tokens refused), and
 //!   `GET /admin/stats` (grants, registrations, refused requests and how many of those carried
@@ -19,6 +21,7 @@
 use std::{
     collections::{HashMap, HashSet},
     sync::{Arc, Mutex},
+    time::{Duration, Instant},
 };
 
 use axum::{
@@ -52,7 +55,8 @@ struct Auth {
     base: String,
     expires_in: u64,
     next: u64,
-    access: HashSet<String>,
+    /// access token → when it expires
+    access: HashMap<String, Instant>,
     refresh: HashSet<String>,
     /// code → (PKCE challenge, client id)
     codes: HashMap<String, (String, String)>,
@@ -137,9 +141,9 @@ async fn authorization_server(State(state): State<Shared>) -> Json<Value> {
         "token_endpoint": format!("{base}/token"),
         "registration_endpoint": format!("{base}/register"),
         "response_types_supported": ["code"],
-        "grant_types_supported": ["authorization_code", "refresh_token"],
+        "grant_types_supported": ["authorization_code", "refresh_token", "client_credentials"],
         "code_challenge_methods_supported": ["S256"],
-        "token_endpoint_auth_methods_supported": ["none"],
+        "token_endpoint_auth_methods_supported": ["none", "client_secret_basic", "client_secret_post"],
     }))
 }
 
@@ -190,10 +194,72 @@ fn token_error(error: &str) -> Response {
     (StatusCode::BAD_REQUEST, Json(json!({"error": error}))).into_response()
 }
 
-async fn token(State(state): State<Shared>, Form(form): Form<HashMap<String, String>>) -> Response {
+/// The client id and secret of a token request: HTTP Basic, else the body.
+fn client_secret(headers: &HeaderMap, form: &HashMap<String, String>) -> Option<(String, String)> {
+    let basic = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Basic "))
+        .and_then(base64_decode)
+        .and_then(|pair| String::from_utf8(pair).ok());
+    if let Some((id, secret)) = basic.as_deref().and_then(|p| p.split_once(':')) {
+        return Some((id.to_owned(), secret.to_owned()));
+    }
+    Some((
+        form.get("client_id")?.clone(),
+        form.get("client_secret")?.clone(),
+    ))
+}
+
+/// Standard base64 (HTTP Basic credentials).
+fn base64_decode(text: &str) -> Option<Vec<u8>> {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut bits = 0u32;
+    let mut count = 0;
+    let mut out = Vec::new();
+    for byte in text.trim_end_matches('=').bytes() {
+        let value = ALPHABET.iter().position(|b| *b == byte)? as u32;
+        bits = (bits << 6) | value;
+        count += 6;
+        if count >= 8 {
+            count -= 8;
+            out.push((bits >> count) as u8);
+            bits &= (1 << count) - 1;
+        }
+    }
+    Some(out)
+}
+
+async fn token(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
     let mut auth = lock(&state);
     let grant = form.get("grant_type").map(String::as_str).unwrap_or("");
     match grant {
+        "client_credentials" => {
+            if client_secret(&headers, &form)
+                != Some(("cc-client".to_owned(), "cc-secret".to_owned()))
+            {
+                return (
+                    StatusCode::UNAUTHORIZED,
+                    Json(json!({"error": "invalid_client"})),
+                )
+                    .into_response();
+            }
+            *auth.stats.entry("client_credentials").or_default() += 1;
+            auth.next += 1;
+            let access = format!("access-{}", auth.next);
+            let expires = Instant::now() + Duration::from_secs(auth.expires_in);
+            auth.access.insert(access.clone(), expires);
+            return Json(json!({
+                "access_token": access,
+                "token_type": "Bearer",
+                "expires_in": auth.expires_in,
+            }))
+            .into_response();
+        }
         "authorization_code" => {
             let Some((challenge, _client)) = form.get("code").and_then(|c| auth.codes.remove(c))
             else {
@@ -226,7 +292,8 @@ async fn token(State(state): State<Shared>, Form(form): Form<HashMap<String, Str
     auth.next += 1;
     let access = format!("access-{}", auth.next);
     let refresh = format!("refresh-{}", auth.next);
-    auth.access.insert(access.clone());
+    let expires = Instant::now() + Duration::from_secs(auth.expires_in);
+    auth.access.insert(access.clone(), expires);
     auth.refresh.insert(refresh.clone());
     Json(json!({
         "access_token": access,
@@ -267,7 +334,11 @@ async fn require_token(
     let (valid, base) = {
         let auth = lock(&state);
         (
-            token.is_some_and(|t| auth.access.contains(t)),
+            token.is_some_and(|t| {
+                auth.access
+                    .get(t)
+                    .is_some_and(|expires| Instant::now() < *expires)
+            }),
             auth.base.clone(),
         )
     };

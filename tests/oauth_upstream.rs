@@ -1,4 +1,4 @@
-//! toolgate as an OAuth client of an HTTP upstream (examples/oauth_server.rs, a real authorization server and MCP server): login, refresh before expiry and once on a 401, needs-login when refreshing fails, logout.
+//! toolgate as an OAuth client of an HTTP upstream (examples/oauth_server.rs, a real authorization server and MCP server): login, refresh before expiry and once on a 401, needs-login when refreshing fails, a second login with the same registered client, logout; a client_credentials token renewed before it expires and once on a 401.
 
 mod common;
 
@@ -239,6 +239,16 @@ async fn login_stores_private_tokens_and_a_401_refreshes_once_then_a_failed_refr
     );
     client.cancel().await.expect("close");
 
+    // Signing in again uses the client registered the first time (same authorization server,
+    // same redirect URI): no second registration.
+    let (ok, out) = login(&work).await;
+    assert!(ok, "second login failed: {out}");
+    let stats = server.stats().await;
+    assert_eq!(count(&stats, "registrations"), 1, "{stats}");
+    assert_eq!(count(&stats, "authorization_code"), 2, "{stats}");
+    let stored: Value = serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
+    assert_eq!(stored["client_id"], json!("client-1"));
+
     // Logout deletes the file; the server needs a login again.
     let output = toolgate_command(&work, &["logout", "remote"])
         .output()
@@ -279,4 +289,169 @@ async fn a_token_near_its_expiry_is_refreshed_before_it_is_sent() {
         "{after}"
     );
     client.cancel().await.expect("close");
+}
+
+/// A config with server `remote` at `server`, signed in with `client_credentials`.
+fn client_credentials_workdir(server: &AuthServer) -> Workdir {
+    Workdir::new(&format!(
+        "[servers.remote]\nurl = {}\n[servers.remote.auth]\ntype = \"client_credentials\"\nclient_id = \"cc-client\"\nclient_secret = \"cc-secret\"\n",
+        toml_string(&format!("{}/mcp", server.base))
+    ))
+}
+
+#[tokio::test]
+async fn a_client_credentials_token_is_renewed_before_it_expires() {
+    // Tokens live 4 s; rmcp stops sending one 2 s before that, toolgate renews it at 1.5 s.
+    let server = AuthServer::start(4).await;
+    let work = client_credentials_workdir(&server);
+    let client = serve(&work).await;
+    let result = call(&client, "remote__whoami", json!({}))
+        .await
+        .expect("call");
+    assert_eq!(text(&result), "ok", "{result:?}");
+    let first = server.stats().await;
+    assert_eq!(count(&first, "client_credentials"), 1, "{first}");
+
+    // Past the first token's expiry: calls go on working, with tokens renewed ahead of time
+    // (no request was refused for an old token).
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        let result = call(&client, "remote__whoami", json!({}))
+            .await
+            .expect("call");
+        assert_eq!(text(&result), "ok", "{result:?}");
+    }
+    let renewed = server.stats().await;
+    assert!(
+        count(&renewed, "client_credentials") >= 4,
+        "a token per 1.5 s over 7.5 s: {renewed}"
+    );
+    assert_eq!(count(&renewed, "refused_token"), 0, "{renewed}");
+    client.cancel().await.expect("close");
+}
+
+#[tokio::test]
+async fn a_refused_client_credentials_token_is_renewed_once_and_the_call_sent_again() {
+    let server = AuthServer::start(3600).await;
+    let work = client_credentials_workdir(&server);
+    let client = serve(&work).await;
+    let result = call(&client, "remote__whoami", json!({}))
+        .await
+        .expect("call");
+    assert_eq!(text(&result), "ok", "{result:?}");
+
+    // The server stops honouring the current token: the call is refused once, one new token
+    // is asked for at once, and the same call goes through with it.
+    server.admin("expire-access").await;
+    let before = server.stats().await;
+    let result = call(&client, "remote__whoami", json!({}))
+        .await
+        .expect("call");
+    assert_eq!(text(&result), "ok", "{result:?}");
+    let after = server.stats().await;
+    assert_eq!(
+        count(&after, "refused_token") - count(&before, "refused_token"),
+        1,
+        "{after}"
+    );
+    assert_eq!(
+        count(&after, "client_credentials") - count(&before, "client_credentials"),
+        1,
+        "{after}"
+    );
+    client.cancel().await.expect("close");
+}
+
+#[tokio::test]
+async fn readyz_shows_a_server_that_needs_login_until_a_login_while_serving() {
+    let server = AuthServer::start(3600).await;
+    let work = workdir(&server);
+    let tokens = work.path("tokens");
+    // The token directory in the file as well as in the environment of `toolgate_command`:
+    // the HTTP gateway below is started without that environment.
+    let config = std::fs::read_to_string(work.config()).unwrap();
+    std::fs::write(
+        work.config(),
+        format!(
+            "[gateway]\ntoken_dir = {}\n[gateway.supervise]\nbackoff_initial_ms = 100\nbackoff_max_ms = 400\n{config}",
+            toml_string(&tokens.to_string_lossy())
+        ),
+    )
+    .unwrap();
+    let gateway = common::HttpGateway::start_with(&work, &["--metrics", "127.0.0.1:0"]).await;
+    let readyz = gateway
+        .metrics_url
+        .as_deref()
+        .expect("a metrics listener")
+        .replace("/metrics", "/readyz");
+    let state_of_remote = || async {
+        let body: Value = reqwest::get(&readyz).await.unwrap().json().await.unwrap();
+        body["servers"][0].clone()
+    };
+    let wait_for = |wanted: &'static str| async move {
+        tokio::time::timeout(Duration::from_secs(30), async {
+            loop {
+                let remote = state_of_remote().await;
+                if remote["state"] == wanted {
+                    return remote;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("remote reaches state {wanted} within 30 s"))
+    };
+
+    let remote = wait_for("needs_login").await;
+    assert_eq!(remote["server"], "remote", "{remote}");
+    let reason = remote["needs_login"].as_str().unwrap_or_default();
+    assert!(reason.contains("toolgate login remote"), "{remote}");
+
+    // A login while the gateway runs: its supervisor picks the tokens up.
+    let (ok, out) = login(&work).await;
+    assert!(ok, "login failed: {out}");
+    let remote = wait_for("ready").await;
+    assert_eq!(remote["tools"], 1, "{remote}");
+    assert!(remote["needs_login"].is_null(), "{remote}");
+}
+
+#[tokio::test]
+async fn login_opens_the_desktop_browser_which_completes_the_sign_in() {
+    let server = AuthServer::start(3600).await;
+    let work = workdir(&server);
+    // A desktop's opener, as `xdg-open` is: it hands the URL to a browser and returns at
+    // once. This browser follows the authorization server's redirect to toolgate's listener.
+    let bin = work.path("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let opener = bin.join("xdg-open");
+    std::fs::write(
+        &opener,
+        "#!/bin/sh\necho \"$1\" > \"$(dirname \"$0\")/opened\"\n(curl -sSfL \"$1\" > /dev/null &)\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&opener, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let output = tokio::time::timeout(
+        Duration::from_secs(60),
+        toolgate_command(&work, &["login", "remote", "--timeout", "20"])
+            .env("DISPLAY", ":0")
+            .env("PATH", path)
+            .output(),
+    )
+    .await
+    .expect("login finishes within 60 s")
+    .expect("run toolgate login");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    assert!(stdout.contains("Signed in to \"remote\""), "{stdout}");
+    let opened = std::fs::read_to_string(bin.join("opened")).expect("the opener ran");
+    assert!(
+        opened.starts_with(&format!("{}/authorize?", server.base)),
+        "{opened}"
+    );
+    assert_eq!(token_files(&work.path("tokens")).len(), 1);
 }

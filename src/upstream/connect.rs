@@ -144,6 +144,7 @@ pub async fn connect(
                 child: Some(child),
                 stderr,
                 writer: Some(writer.drop_guard()),
+                renewal: None,
             };
             match served {
                 Ok(service) => {
@@ -171,6 +172,8 @@ pub async fn connect(
             // JSON ([`super::http_lists`]).
             let watch = sign_in.as_ref().map(|_| auth.clone());
             let (client, lists) = super::http_lists::tap(max_message_bytes, watch)?;
+            // A client_credentials server's token renewal, stopped with the connection.
+            let mut renewal = None;
             let served = match sign_in {
                 None => {
                     handler
@@ -183,8 +186,9 @@ pub async fn connect(
                 // rmcp's client around ours: the bound stays on every answer, and the token
                 // is added, refreshed before it expires and once on a 401.
                 Some(sign_in) => {
-                    let client =
+                    let (client, renews) =
                         super::oauth::authorize(&config.id, url, sign_in, client, auth).await?;
+                    renewal = renews;
                     handler
                         .serve(StreamableHttpClientTransport::with_client(
                             client,
@@ -201,6 +205,7 @@ pub async fn connect(
                 child: None,
                 stderr: None,
                 writer: None,
+                renewal,
             }
             .into_connection(service);
             connection.http_lists = Some(lists);
@@ -238,6 +243,8 @@ struct Process {
     stderr: Option<StderrTail>,
     /// Stops the task writing the child's stdin (which closes it) when dropped.
     writer: Option<tokio_util::sync::DropGuard>,
+    /// Stops the task renewing an HTTP server's client_credentials token when dropped.
+    renewal: Option<tokio_util::sync::DropGuard>,
 }
 
 impl Process {
@@ -280,6 +287,7 @@ impl Process {
     async fn stop(&mut self) {
         // Its stdin closes first, which asks a stdio server to exit.
         drop(self.writer.take());
+        drop(self.renewal.take());
         if let Some(mut child) = self.child.take() {
             child.stop().await;
         }

@@ -96,6 +96,33 @@ impl TapClient {
     }
 }
 
+impl TapClient {
+    /// Sends with `auth`; when a `client_credentials` server refuses the token, sends once
+    /// more with a renewed one ([`super::oauth::renew`]). The auth watch hears the outcome.
+    async fn send_renewing<T, F, Fut>(
+        &self,
+        auth: Option<String>,
+        send: F,
+    ) -> Result<T, StreamableHttpError<reqwest::Error>>
+    where
+        F: Fn(Option<String>) -> Fut,
+        Fut: Future<Output = Result<T, StreamableHttpError<reqwest::Error>>>,
+    {
+        let result = send(auth.clone()).await;
+        if matches!(result, Err(StreamableHttpError::AuthRequired(_)))
+            && let Some(watch) = &self.watch
+            && let Some(renewer) = watch.renewer()
+            && let Some(fresh) = renewer.after_refusal(auth.as_deref(), watch).await
+        {
+            let retried = send(Some(fresh)).await;
+            super::oauth::observe(self.watch.as_ref(), &retried);
+            return retried;
+        }
+        super::oauth::observe(self.watch.as_ref(), &result);
+        result
+    }
+}
+
 impl StreamableHttpClient for TapClient {
     type Error = reqwest::Error;
 
@@ -107,13 +134,17 @@ impl StreamableHttpClient for TapClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        self.note(&uri, &session_id, &auth_header, &custom_headers);
-        let result = self
-            .inner
-            .post_message(uri, message, session_id, auth_header, custom_headers)
-            .await;
-        super::oauth::observe(self.watch.as_ref(), &result);
-        result
+        self.send_renewing(auth_header, |auth| {
+            self.note(&uri, &session_id, &auth, &custom_headers);
+            self.inner.post_message(
+                uri.clone(),
+                message.clone(),
+                session_id.clone(),
+                auth,
+                custom_headers.clone(),
+            )
+        })
+        .await
     }
 
     async fn post_message_with_max_sse_event_size(
@@ -125,20 +156,18 @@ impl StreamableHttpClient for TapClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        self.note(&uri, &session_id, &auth_header, &custom_headers);
-        let result = self
-            .inner
-            .post_message_with_max_sse_event_size(
-                uri,
-                message,
-                session_id,
-                auth_header,
-                custom_headers,
+        self.send_renewing(auth_header, |auth| {
+            self.note(&uri, &session_id, &auth, &custom_headers);
+            self.inner.post_message_with_max_sse_event_size(
+                uri.clone(),
+                message.clone(),
+                session_id.clone(),
+                auth,
+                custom_headers.clone(),
                 max_sse_event_size,
             )
-            .await;
-        super::oauth::observe(self.watch.as_ref(), &result);
-        result
+        })
+        .await
     }
 
     async fn post_message_with_response_limits(
@@ -150,20 +179,18 @@ impl StreamableHttpClient for TapClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        self.note(&uri, &session_id, &auth_header, &custom_headers);
-        let result = self
-            .inner
-            .post_message_with_response_limits(
-                uri,
-                message,
-                session_id,
-                auth_header,
-                custom_headers,
+        self.send_renewing(auth_header, |auth| {
+            self.note(&uri, &session_id, &auth, &custom_headers);
+            self.inner.post_message_with_response_limits(
+                uri.clone(),
+                message.clone(),
+                session_id.clone(),
+                auth,
+                custom_headers.clone(),
                 limits,
             )
-            .await;
-        super::oauth::observe(self.watch.as_ref(), &result);
-        result
+        })
+        .await
     }
 
     async fn delete_session(

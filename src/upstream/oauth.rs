@@ -8,7 +8,8 @@
 //!   ([`store`]). Connecting then wraps the server's bounded HTTP client in rmcp's
 //!   [`AuthClient`], which refreshes a token before it expires and once on a 401.
 //! - `type = "client_credentials"`: each connection asks the token endpoint for a token with
-//!   the configured secret or signed JWT; nothing is stored.
+//!   the configured secret or signed JWT, and asks again before it expires and when the
+//!   server refuses it ([`renew`]); nothing is stored.
 //!
 //! A server that has no usable token, or whose token was refused and could not be refreshed,
 //! or that asks for a scope toolgate was not granted, "needs login" ([`AuthWatch`]): `toolgate
@@ -16,6 +17,7 @@
 //! command to run. Tokens are never logged or printed.
 
 pub mod login;
+pub mod renew;
 pub mod store;
 
 use std::sync::{Arc, Mutex};
@@ -24,6 +26,7 @@ use rmcp::transport::auth::{
     AuthClient, AuthorizationManager, ClientCredentialsConfig, JwtSigningAlgorithm,
     OAuthClientConfig, WWWAuthenticateParams,
 };
+use tokio_util::sync::DropGuard;
 
 use crate::config::{ClientCredential, ServerId, UpstreamAuth};
 
@@ -60,6 +63,9 @@ pub struct AuthWatch {
     url: Option<String>,
     /// The token file of an `oauth` server.
     store: Option<store::FileStore>,
+    /// The renewer of a `client_credentials` server's current connection.
+    renewer: Mutex<Option<Arc<renew::Renewer>>>,
+    client_credentials: bool,
     needs_login: Mutex<Option<String>>,
     challenge: Mutex<Option<Challenge>>,
 }
@@ -83,8 +89,22 @@ impl AuthWatch {
         Self {
             url: Some(url.clone()),
             store,
+            client_credentials: matches!(auth, UpstreamAuth::ClientCredentials(_)),
             ..Self::default()
         }
+    }
+
+    /// What renews a `client_credentials` server's token on its current connection.
+    pub fn renewer(&self) -> Option<Arc<renew::Renewer>> {
+        lock(&self.renewer).clone()
+    }
+
+    fn set_renewer(&self, renewer: Option<Arc<renew::Renewer>>) {
+        *lock(&self.renewer) = renewer;
+    }
+
+    fn clear_needs_login(&self) {
+        *lock(&self.needs_login) = None;
     }
 
     /// Why the server needs `toolgate login`, if it does.
@@ -139,6 +159,11 @@ impl AuthWatch {
                 "server \"{server}\" requires scope \"{scope}\", which toolgate was not granted: run `{}`",
                 login_command(server)
             )
+        } else if self.client_credentials {
+            // Its renewer already asked for a new token (and logged why it could not).
+            format!(
+                "server \"{server}\" refused toolgate's client_credentials token and a new one could not be obtained: check [servers.{server}.auth] and the log"
+            )
         } else {
             format!(
                 "server \"{server}\" refused toolgate's token and refreshing it failed: run `{}`",
@@ -156,15 +181,16 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// `client` (the server's bounded HTTP client) wrapped in rmcp's [`AuthClient`] for `auth`.
-/// An `oauth` server without stored tokens is marked as needing login in `watch`.
+/// `client` (the server's bounded HTTP client) wrapped in rmcp's [`AuthClient`] for `auth`,
+/// and for `client_credentials` the guard of the task renewing its token (kept with the
+/// connection). An `oauth` server without stored tokens is marked as needing login in `watch`.
 pub(super) async fn authorize<C>(
     server: &ServerId,
     url: &str,
     auth: &UpstreamAuth,
     client: C,
-    watch: &AuthWatch,
-) -> Result<AuthClient<C>, String> {
+    watch: &Arc<AuthWatch>,
+) -> Result<(AuthClient<C>, Option<DropGuard>), String> {
     let mut manager = AuthorizationManager::new(url)
         .await
         .map_err(|e| format!("OAuth setup for {url} failed: {e}"))?;
@@ -224,35 +250,12 @@ pub(super) async fn authorize<C>(
                 .validate_client_credentials_metadata(&config)
                 .and_then(|()| manager.configure_client_credentials(&config))
                 .map_err(|e| format!("OAuth client credentials for {url}: {e}"))?;
-            // rmcp's private_key_jwt exchange is not `Send` (it holds a form serializer across
-            // an await), so it runs on a blocking thread, on this runtime's driver.
-            let handle = tokio::runtime::Handle::current();
-            let (returned, exchanged) = tokio::task::spawn_blocking(move || {
-                let exchanged = handle.block_on(tokio::time::timeout(
-                    TOKEN_REQUEST_TIMEOUT,
-                    manager.exchange_client_credentials(&config),
-                ));
-                (manager, exchanged)
-            })
-            .await
-            .map_err(|e| format!("client_credentials token request for {url} failed: {e}"))?;
-            manager = returned;
-            match exchanged {
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => {
-                    return Err(format!(
-                        "client_credentials token request for {url} failed: {e}"
-                    ));
-                }
-                Err(_) => {
-                    return Err(format!(
-                        "client_credentials token request for {url} timed out"
-                    ));
-                }
-            }
+            let (client, renewal) =
+                renew::start(server, url, config, manager, client, watch).await?;
+            return Ok((client, Some(renewal)));
         }
     }
-    Ok(AuthClient::new(client, manager))
+    Ok((AuthClient::new(client, manager), None))
 }
 
 fn client_credentials(

@@ -153,21 +153,33 @@ pub async fn login(config: &Config, name: &str, options: &LoginOptions) -> Resul
     }
     let scope_refs: Vec<&str> = scopes.iter().map(String::as_str).collect();
 
-    // 4. The redirect listener, then the client: configured, CIMD, or registered.
-    let port = settings.redirect_port.unwrap_or(0);
-    let listener = TcpListener::bind(("127.0.0.1", port)).await.map_err(|e| {
-        flow(format!(
-            "cannot listen on 127.0.0.1:{port} for the redirect: {e}"
-        ))
-    })?;
+    // 4. The redirect listener, then the client: configured, CIMD, or registered (the client
+    //    registered at the last login when the redirect URI can be the same again: its port
+    //    is tried first).
+    let listener = match settings.redirect_port {
+        Some(port) => TcpListener::bind(("127.0.0.1", port)).await.map_err(|e| {
+            flow(format!(
+                "cannot listen on 127.0.0.1:{port} for the redirect: {e}"
+            ))
+        })?,
+        None => redirect_listener(file.registration.as_ref())
+            .await
+            .map_err(|e| flow(format!("cannot listen on 127.0.0.1 for the redirect: {e}")))?,
+    };
     let bound = listener
         .local_addr()
         .map_err(|e| flow(format!("cannot read the redirect listener's address: {e}")))?;
     let redirect = format!("http://127.0.0.1:{}/callback", bound.port());
-    let registered_secret =
-        configure_client(&mut manager, settings, &metadata, &redirect, &scope_refs)
-            .await
-            .map_err(flow)?;
+    let registered = configure_client(
+        &mut manager,
+        settings,
+        &metadata,
+        &redirect,
+        &scope_refs,
+        &file,
+    )
+    .await
+    .map_err(flow)?;
 
     // 5. Authorize, exchange, check; step up while the server wants scopes not granted.
     let check_watch = Arc::new(AuthWatch::default());
@@ -197,8 +209,9 @@ pub async fn login(config: &Config, name: &str, options: &LoginOptions) -> Resul
             .await
             .map_err(|e| flow(format!("exchanging the authorization code failed: {e}")))?;
         store.update(|file| {
-            if registered_secret.is_some() {
-                file.client_secret = registered_secret.clone();
+            if let Some((registration, secret)) = &registered {
+                file.client_secret = secret.clone();
+                file.registration = Some(registration.clone());
             }
             file.needed_scopes.clear();
         })?;
@@ -269,21 +282,49 @@ async fn step_up(
         .map_err(|e| format!("cannot step up to scope \"{required}\": {e}"))
 }
 
-/// Configures `manager`'s client and returns the secret a dynamic registration issued.
+/// A listener for the redirect: on the port of the last registration's redirect URI when it
+/// is free (so that client can be used again), else on any port.
+async fn redirect_listener(previous: Option<&store::Registration>) -> std::io::Result<TcpListener> {
+    let port = previous
+        .and_then(|r| url::Url::parse(&r.redirect_uri).ok())
+        .filter(|u| u.host_str() == Some("127.0.0.1"))
+        .and_then(|u| u.port());
+    if let Some(port) = port
+        && let Ok(listener) = TcpListener::bind(("127.0.0.1", port)).await
+    {
+        return Ok(listener);
+    }
+    TcpListener::bind(("127.0.0.1", 0)).await
+}
+
+/// Configures `manager`'s client; returns a new dynamic registration and its secret (`None`
+/// when the client is configured, a metadata document, or the one `file` registered before
+/// with this authorization server and `redirect`).
 async fn configure_client(
     manager: &mut AuthorizationManager,
     settings: &OAuthSettings,
     metadata: &rmcp::transport::auth::AuthorizationMetadata,
     redirect: &str,
     scopes: &[&str],
-) -> Result<Option<String>, String> {
+    file: &store::TokenFile,
+) -> Result<Option<(store::Registration, Option<String>)>, String> {
     let owned: Vec<String> = scopes.iter().map(|s| (*s).to_owned()).collect();
     let supports_cimd = metadata
         .additional_fields
         .get("client_id_metadata_document_supported")
         .and_then(serde_json::Value::as_bool)
         .unwrap_or(false);
-    let (config, secret) = if let Some(id) = &settings.client_id {
+    let authorization_server = metadata
+        .issuer
+        .clone()
+        .or_else(|| metadata.registration_endpoint.clone())
+        .unwrap_or_default();
+    let reusable = file.registration.as_ref().filter(|r| {
+        r.authorization_server == authorization_server
+            && r.redirect_uri == redirect
+            && file.client_id.as_deref() == Some(r.client_id.as_str())
+    });
+    let (config, registered) = if let Some(id) = &settings.client_id {
         let mut config = OAuthClientConfig::new(id.clone(), redirect).with_scopes(owned);
         if let Some(secret) = &settings.client_secret {
             config = config.with_client_secret(secret.expose());
@@ -298,13 +339,25 @@ async fn configure_client(
             OAuthClientConfig::new(document.clone(), redirect).with_scopes(owned),
             None,
         )
+    } else if let Some(previous) = reusable {
+        let mut config =
+            OAuthClientConfig::new(previous.client_id.clone(), redirect).with_scopes(owned);
+        if let Some(secret) = &file.client_secret {
+            config = config.with_client_secret(secret.clone());
+        }
+        (config, None)
     } else if metadata.registration_endpoint.is_some() {
         let config = manager
             .register_client("toolgate", redirect, scopes)
             .await
             .map_err(|e| format!("dynamic client registration failed: {e}"))?;
+        let registration = store::Registration {
+            client_id: config.client_id.clone(),
+            authorization_server,
+            redirect_uri: redirect.to_owned(),
+        };
         let secret = config.client_secret.clone();
-        (config, secret)
+        (config, Some((registration, secret)))
     } else {
         return Err(
             "the authorization server offers no client registration: set `client_id` (and `client_secret`) in the server's `auth` table"
@@ -314,7 +367,7 @@ async fn configure_client(
     manager
         .configure_client(config)
         .map_err(|e| format!("cannot configure the OAuth client: {e}"))?;
-    Ok(secret)
+    Ok(registered)
 }
 
 /// `tools/list` on a fresh session through `transport`: the number of tools.
@@ -322,7 +375,14 @@ async fn list_tools<C>(transport: StreamableHttpClientTransport<C>) -> Result<us
 where
     C: rmcp::transport::streamable_http_client::StreamableHttpClient + Send + Sync + 'static,
 {
-    let service = match tokio::time::timeout(REQUEST_TIMEOUT, ().serve(transport)).await {
+    // The `initialize` handshake names the newest version that has one (as toolgate's
+    // upstream client does, `super::super::client`).
+    let client = rmcp::model::ClientConfig::new(
+        rmcp::model::ClientCapabilities::default(),
+        rmcp::model::Implementation::new("toolgate", env!("CARGO_PKG_VERSION")),
+    )
+    .with_protocol_version(rmcp::model::ProtocolVersion::LATEST_WITH_INITIALIZE);
+    let service = match tokio::time::timeout(REQUEST_TIMEOUT, client.serve(transport)).await {
         Ok(Ok(service)) => service,
         Ok(Err(error)) => return Err(format!("MCP handshake failed: {error}")),
         Err(_) => return Err("MCP handshake timed out".to_owned()),

@@ -2,9 +2,9 @@
 //!
 //! The directory is `gateway.token_dir` (`TOOLGATE_GATEWAY__TOKEN_DIR`), else
 //! `$XDG_DATA_HOME/toolgate/tokens`, else `~/.local/share/toolgate/tokens`. A file holds the server URL it belongs to, the client id
-//! (and a registered client's secret, which refreshing needs), rmcp's stored credentials and
+//! (and a registered client's secret, which refreshing needs), rmcp's stored credentials,
 //! the scopes a server asked for that the current grant lacks (so the next login asks for
-//! them). Writes go to a temporary file that is renamed over the old one, so a reader never
+//! them), and where a registered client is valid (so the next login uses it again). Writes go to a temporary file that is renamed over the old one, so a reader never
 //! sees half a file. Nothing here logs a token.
 
 use std::{
@@ -39,6 +39,20 @@ pub struct TokenFile {
     /// Scopes the server asked for (`insufficient_scope`) that the next login adds.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub needed_scopes: Vec<String>,
+    /// The client a dynamic registration created, which the next login uses again rather
+    /// than registering one more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registration: Option<Registration>,
+}
+
+/// Where a dynamically registered client is valid: its authorization server and the
+/// redirect URI it was registered with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Registration {
+    pub client_id: String,
+    /// The authorization server's issuer, else its registration endpoint.
+    pub authorization_server: String,
+    pub redirect_uri: String,
 }
 
 /// The directory token files live in: `configured` (`gateway.token_dir`), else the user's.
