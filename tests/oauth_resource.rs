@@ -2,7 +2,8 @@
 //! JWTs from a test IdP with OpenID discovery and a JWKS) select profiles through the claim
 //! map; bad tokens get 401 with an RFC 6750 challenge naming the RFC 9728 metadata, which
 //! toolgate serves; keys rotate, unknown `kid`s cannot hammer the IdP, a dead IdP cannot hang
-//! a request, and static profile tokens keep working alongside.
+//! a request, static profile tokens keep working alongside, and a session opened for one
+//! subject takes no request signed for another.
 
 mod common;
 
@@ -340,4 +341,52 @@ async fn a_dead_idp_cannot_hang_requests() {
         .expect("static tokens work while the IdP is down");
     client.cancel().await.unwrap();
     drop(silent);
+}
+
+#[tokio::test]
+async fn a_session_is_bound_to_the_subject_that_opened_it() {
+    let rsa = SigningKey::rsa("rsa-1");
+    let idp = Idp::start(&[&rsa]).await;
+    let work = config(&idp.issuer, "");
+    let gateway = HttpGateway::start(&work).await;
+    let url = gateway.url.clone();
+    // Alice and Bob map to the same profile.
+    let token = |subject: &str| {
+        bearer(&rsa.sign(&idp.claims(AUDIENCE, subject, json!({"groups": ["tg-all"]}))))
+    };
+    let (alice, bob) = (token("alice"), token("bob"));
+    let session = raw_session(&url, &[("authorization", &alice)]).await;
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+
+    // Bob, with a valid token for the same profile, cannot use Alice's session id.
+    let refused = mcp_post(&url, Some(&session), &[("authorization", &bob)], &list).await;
+    assert_eq!(refused.status(), 403, "{refused:?}");
+    let body = refused.text().await.unwrap();
+    assert!(
+        body.contains("AUTH_SESSION_NOT_YOURS") && body.contains("opened by another identity"),
+        "{body}"
+    );
+    // Nor call a tool on it, nor close it.
+    let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "echo__echo", "arguments": {"text": "hi"}}});
+    let refused = mcp_post(&url, Some(&session), &[("authorization", &bob)], &call).await;
+    assert_eq!(refused.status(), 403);
+    let refused = reqwest::Client::new()
+        .delete(&url)
+        .header("mcp-session-id", &session)
+        .header("authorization", &bob)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 403, "Bob cannot close Alice's session");
+
+    // Alice goes on using it; Bob opens his own.
+    let answer =
+        jsonrpc_answer(mcp_post(&url, Some(&session), &[("authorization", &alice)], &list).await)
+            .await;
+    assert!(answer["result"]["tools"].is_array(), "{answer}");
+    let own = raw_session(&url, &[("authorization", &bob)]).await;
+    let answer =
+        jsonrpc_answer(mcp_post(&url, Some(&own), &[("authorization", &bob)], &list).await).await;
+    assert!(answer["result"]["tools"].is_array(), "{answer}");
 }

@@ -35,6 +35,7 @@ pub mod envelope;
 mod handshake;
 pub mod metrics;
 pub mod oauth;
+mod owners;
 pub mod sessions;
 
 use std::{collections::HashMap, net::SocketAddr, sync::Arc, time::Duration};
@@ -94,6 +95,8 @@ struct Front {
     /// `[gateway.auth]`, built once at start.
     oauth: Option<Arc<oauth::OAuth>>,
     sessions: Arc<SessionLimits>,
+    /// The subject that opened each session signed with an IdP token.
+    owners: Arc<owners::Owners>,
     in_flight: Arc<InFlight>,
     /// `tools/call` answers not yet sent: a stopping server lets them go out first.
     answering: TaskTracker,
@@ -170,18 +173,27 @@ impl Front {
         }
         let mut request = request;
         let routes = self.routes();
-        let profile = match routes.access.select(path_profile, request.headers()).await {
+        let (profile, subject) = match routes.access.select(path_profile, request.headers()).await {
             Ok(selected) => {
-                if let Some(subject) = selected.subject {
+                let subject: Option<Arc<str>> = selected.subject.map(Into::into);
+                if let Some(subject) = &subject {
                     // For the handler: the call's audit line and hook requests carry it.
                     request
                         .extensions_mut()
-                        .insert(oauth::Subject(subject.into()));
+                        .insert(oauth::Subject(subject.clone()));
                 }
-                selected.profile
+                (selected.profile, subject)
             }
             Err(refusal) => return refusal.into_response(),
         };
+        if let Some(session) = request
+            .headers()
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+            && let Err(not_yours) = self.owners.check(session, subject.as_deref())
+        {
+            return Refusal::new(StatusCode::FORBIDDEN, not_yours.to_string()).into_response();
+        }
         let Some(endpoint) = routes.endpoints.get(&profile) else {
             return Refusal::new(StatusCode::NOT_FOUND, "unknown profile").into_response();
         };
@@ -260,6 +272,16 @@ impl Front {
         .await;
         // rmcp has counted the new session (if any) by now.
         drop(reservation);
+        if handshake
+            && response.status().is_success()
+            && let Some(subject) = subject
+            && let Some(session) = response
+                .headers()
+                .get(SESSION_HEADER)
+                .and_then(|v| v.to_str().ok())
+        {
+            self.owners.bind(session, subject);
+        }
         // rmcp answers a JSON body it cannot decode with 415, which blames the content type:
         // say what is wrong instead, as over stdio. Decoded again only on this path.
         if response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE
@@ -358,11 +380,18 @@ pub async fn serve(
     let body_cap = envelope::body_cap(gateway.config().supervise.max_message_bytes);
     rmcp_config.max_request_body_bytes = body_cap;
     let sessions = SessionLimits::new(settings);
+    let owners = Arc::new(owners::Owners::default());
     let new_endpoint = {
-        let (gateway, sessions, idle) = (gateway.clone(), sessions.clone(), settings.session_idle);
+        let (gateway, sessions, owners, idle) = (
+            gateway.clone(),
+            sessions.clone(),
+            owners.clone(),
+            settings.session_idle,
+        );
         move |profile: &ProfileName| {
             let service = GatewayService::new(gateway.clone(), profile.clone());
-            let manager = CappedSessions::new(sessions.clone(), profile.clone(), idle);
+            let manager =
+                CappedSessions::new(sessions.clone(), owners.clone(), profile.clone(), idle);
             StreamableHttpService::new(
                 move || Ok(service.for_new_session()),
                 Arc::new(manager),
@@ -391,6 +420,7 @@ pub async fn serve(
         new_endpoint: Box::new(new_endpoint),
         oauth: oauth.clone(),
         sessions,
+        owners,
         in_flight: Arc::default(),
         answering: TaskTracker::new(),
         body_timeout: settings.body_timeout,

@@ -32,6 +32,7 @@ use rmcp::{
     },
 };
 
+use super::owners::Owners;
 use crate::{
     config::{HttpSettings, ProfileName},
     downstream::guard::Guarded,
@@ -220,16 +221,24 @@ pub enum CappedSessionError {
 pub struct CappedSessions {
     inner: LocalSessionManager,
     limits: Arc<SessionLimits>,
+    /// Told when a session closes.
+    owners: Arc<Owners>,
     profile: ProfileName,
 }
 
 impl CappedSessions {
-    pub fn new(limits: Arc<SessionLimits>, profile: ProfileName, idle: Duration) -> Self {
+    pub fn new(
+        limits: Arc<SessionLimits>,
+        owners: Arc<Owners>,
+        profile: ProfileName,
+        idle: Duration,
+    ) -> Self {
         let mut inner = LocalSessionManager::default();
         inner.session_config.keep_alive = Some(idle);
         Self {
             inner,
             limits,
+            owners,
             profile,
         }
     }
@@ -270,6 +279,7 @@ impl SessionManager for CappedSessions {
         let handle = self.inner.sessions.write().await.remove(id);
         if let Some(handle) = handle {
             self.limits.close(&self.profile);
+            self.owners.forget(id);
             match handle.close().await {
                 Ok(()) | Err(SessionError::SessionServiceTerminated) => {}
                 Err(error) => return Err(LocalSessionManagerError::from(error).into()),
