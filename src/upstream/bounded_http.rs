@@ -9,8 +9,16 @@
 //! `MESSAGE_TOO_LARGE` and the session goes on. The size is not known (rmcp stops reading at
 //! the limit), so only the limit is named. A request whose `_meta` carries a `traceparent`
 //! also gets it as the W3C header.
+//!
+//! It also notes what each request carried (session, token, headers) for the list reader
+//! beside it ([`super::http_lists`]), tells the server's [`AuthWatch`] of each auth
+//! challenge and success, and sends a request once more with a renewed token when a
+//! `client_credentials` server refused it ([`super::oauth::renew`]).
 
-use std::{collections::HashMap, sync::Arc};
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
 
 use futures::{StreamExt, stream::BoxStream};
 use http::{HeaderName, HeaderValue};
@@ -25,24 +33,37 @@ use rmcp::{
 };
 use sse_stream::Sse;
 
-use super::size_guard::TOO_LARGE_MARK;
+use super::{oauth::AuthWatch, size_guard::TOO_LARGE_MARK};
 
 /// Redirects followed for one request (rmcp's number).
 const MAX_REDIRECTS: usize = 10;
 /// How rmcp's SSE reader says an event went over its limit (its error type is private).
 const EVENT_TOO_LARGE: &str = "SSE event exceeded the maximum size";
 
+/// What the last request rmcp sent carried: what a request beside it needs.
+#[derive(Debug, Clone)]
+pub(super) struct Seen {
+    pub uri: Arc<str>,
+    pub session: Option<Arc<str>>,
+    pub auth: Option<String>,
+    pub headers: HashMap<HeaderName, HeaderValue>,
+}
+
 /// rmcp's reqwest client, bounded by `limit` bytes per JSON body and per SSE event.
 #[derive(Clone)]
 pub struct BoundedHttp {
     inner: reqwest::Client,
     limit: usize,
+    /// The last request's session, token and headers.
+    seen: Arc<Mutex<Option<Seen>>>,
+    /// Told of each 401/403 challenge and each success (servers with `auth` only).
+    watch: Option<Arc<AuthWatch>>,
 }
 
 impl BoundedHttp {
     /// The client rmcp would build (no idle pooling, same-origin 307/308 redirects only),
     /// bounded by `limit`.
-    pub fn new(limit: usize) -> Result<Self, String> {
+    pub fn new(limit: usize, watch: Option<Arc<AuthWatch>>) -> Result<Self, String> {
         let inner = reqwest::Client::builder()
             // rmcp's choice: reusing a connection whose last body was not read to its end
             // stalls ~40 ms on delayed ACKs.
@@ -50,13 +71,76 @@ impl BoundedHttp {
             .redirect(same_origin_redirects())
             .build()
             .map_err(|e| format!("could not set up the HTTP client: {e}"))?;
-        Ok(Self { inner, limit })
+        Ok(Self {
+            inner,
+            limit,
+            seen: Arc::default(),
+            watch,
+        })
     }
 
     /// The reqwest client underneath, for requests beside rmcp's on the same connection
     /// settings ([`super::http_lists`]).
     pub fn reqwest(&self) -> &reqwest::Client {
         &self.inner
+    }
+
+    /// Where the last request's session, token and headers are kept.
+    pub(super) fn seen(&self) -> Arc<Mutex<Option<Seen>>> {
+        self.seen.clone()
+    }
+
+    fn note(
+        &self,
+        uri: &Arc<str>,
+        session: &Option<Arc<str>>,
+        auth: &Option<String>,
+        headers: &HashMap<HeaderName, HeaderValue>,
+    ) {
+        *self.seen.lock().unwrap_or_else(|p| p.into_inner()) = Some(Seen {
+            uri: uri.clone(),
+            session: session.clone(),
+            auth: auth.clone(),
+            headers: headers.clone(),
+        });
+    }
+
+    /// One POST with every answer bounded; noted for the list reader.
+    async fn post_bounded(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        limits: StreamableHttpResponseLimits,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<reqwest::Error>> {
+        self.note(&uri, &session_id, &auth_header, &custom_headers);
+        let custom_headers = with_traceparent(&message, custom_headers);
+        let id = match &message {
+            ClientJsonRpcMessage::Request(request) => Some(request.id.clone()),
+            _ => None,
+        };
+        let response = self
+            .inner
+            .post_message_with_response_limits(
+                uri,
+                message,
+                session_id,
+                auth_header,
+                custom_headers,
+                self.limits(limits),
+            )
+            .await;
+        match (response, id) {
+            (Err(StreamableHttpError::ResponseBodyTooLarge { .. }), Some(id)) => Ok(
+                StreamableHttpPostResponse::Json(too_large(id, self.limit), None),
+            ),
+            (Ok(StreamableHttpPostResponse::Sse(stream, session)), Some(id)) => Ok(
+                StreamableHttpPostResponse::Sse(bounded_answers(stream, id, self.limit), session),
+            ),
+            (response, _) => response,
+        }
     }
 
     fn limits(&self, asked: StreamableHttpResponseLimits) -> StreamableHttpResponseLimits {
@@ -201,31 +285,40 @@ impl StreamableHttpClient for BoundedHttp {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        let custom_headers = with_traceparent(&message, custom_headers);
-        let id = match &message {
-            ClientJsonRpcMessage::Request(request) => Some(request.id.clone()),
-            _ => None,
-        };
-        let response = self
-            .inner
-            .post_message_with_response_limits(
+        // Only a client_credentials server's request may be sent twice: kept for that.
+        let renewer = self.watch.as_ref().and_then(|w| w.renewer());
+        let again = renewer.as_ref().map(|_| {
+            (
+                uri.clone(),
+                message.clone(),
+                session_id.clone(),
+                custom_headers.clone(),
+            )
+        });
+        let sent = auth_header.clone();
+        let result = self
+            .post_bounded(
                 uri,
                 message,
                 session_id,
                 auth_header,
                 custom_headers,
-                self.limits(limits),
+                limits,
             )
             .await;
-        match (response, id) {
-            (Err(StreamableHttpError::ResponseBodyTooLarge { .. }), Some(id)) => Ok(
-                StreamableHttpPostResponse::Json(too_large(id, self.limit), None),
-            ),
-            (Ok(StreamableHttpPostResponse::Sse(stream, session)), Some(id)) => Ok(
-                StreamableHttpPostResponse::Sse(bounded_answers(stream, id, self.limit), session),
-            ),
-            (response, _) => response,
+        if matches!(result, Err(StreamableHttpError::AuthRequired(_)))
+            && let (Some(renewer), Some(watch), Some((uri, message, session_id, headers))) =
+                (renewer, &self.watch, again)
+            && let Some(fresh) = renewer.after_refusal(sent.as_deref(), watch).await
+        {
+            let retried = self
+                .post_bounded(uri, message, session_id, Some(fresh), headers, limits)
+                .await;
+            super::oauth::observe(self.watch.as_ref(), &retried);
+            return retried;
         }
+        super::oauth::observe(self.watch.as_ref(), &result);
+        result
     }
 
     async fn delete_session(

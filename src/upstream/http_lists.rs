@@ -1,50 +1,23 @@
 //! An HTTP server's lists read as JSON: rmcp's HTTP client decodes every answer into its types (which drop unknown fields), so list pages are asked for beside it, on the same session.
 //!
-//! [`TapClient`] is the reqwest client rmcp's transport uses, unchanged but for noting the
-//! session, the negotiated protocol version and the headers of the requests it sends.
-//! [`HttpLists::page`] then posts one list request with them itself and reads the answer,
-//! JSON or an SSE stream, up to the event that answers it. Other messages on that stream
-//! (a server's log or progress while it lists) are not relayed.
+//! rmcp's transport uses [`BoundedHttp`], which notes the session, the token and the headers
+//! of the requests it sends. [`HttpLists::page`] then posts one list request with them itself
+//! and reads the answer, JSON or an SSE stream, up to the event that answers it. Other
+//! messages on that stream (a server's log or progress while it lists) are not relayed.
 
-use std::{
-    collections::HashMap,
-    sync::{
-        Arc, Mutex,
-        atomic::{AtomicU64, Ordering},
-    },
+use std::sync::{
+    Arc, Mutex,
+    atomic::{AtomicU64, Ordering},
 };
 
-use http::{HeaderName, HeaderValue};
-use rmcp::{
-    model::ClientJsonRpcMessage,
-    transport::streamable_http_client::{
-        StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
-        StreamableHttpResponseLimits,
-    },
-};
 use serde_json::{Map, Value};
 
-use super::{bounded_http::BoundedHttp, oauth::AuthWatch};
+use super::{
+    bounded_http::{BoundedHttp, Seen},
+    oauth::AuthWatch,
+};
 
-/// What the last request rmcp sent carried: what a list request beside it needs.
-#[derive(Debug, Clone)]
-struct Seen {
-    uri: Arc<str>,
-    session: Option<Arc<str>>,
-    auth: Option<String>,
-    headers: HashMap<HeaderName, HeaderValue>,
-}
-
-/// rmcp's HTTP client (bounded: [`BoundedHttp`]), noting what its requests carry.
-#[derive(Clone)]
-pub struct TapClient {
-    inner: BoundedHttp,
-    seen: Arc<Mutex<Option<Seen>>>,
-    /// Told of each 401/403 challenge and each success (servers with `auth` only).
-    watch: Option<Arc<AuthWatch>>,
-}
-
-/// Reads list pages from one HTTP server, on the session [`TapClient`] noted.
+/// Reads list pages from one HTTP server, on the session rmcp's client ([`BoundedHttp`]) noted.
 pub struct HttpLists {
     client: reqwest::Client,
     seen: Arc<Mutex<Option<Seen>>>,
@@ -58,192 +31,16 @@ pub struct HttpLists {
 pub fn tap(
     max_bytes: usize,
     watch: Option<Arc<AuthWatch>>,
-) -> Result<(TapClient, Arc<HttpLists>), String> {
-    let bounded = BoundedHttp::new(max_bytes)?;
-    let client = bounded.reqwest().clone();
-    let seen = Arc::new(Mutex::new(None));
-    Ok((
-        TapClient {
-            inner: bounded,
-            seen: seen.clone(),
-            watch: watch.clone(),
-        },
-        Arc::new(HttpLists {
-            client,
-            seen,
-            next: AtomicU64::new(1),
-            max_bytes,
-            watch,
-        }),
-    ))
-}
-
-impl TapClient {
-    fn note(
-        &self,
-        uri: &Arc<str>,
-        session: &Option<Arc<str>>,
-        auth: &Option<String>,
-        headers: &HashMap<HeaderName, HeaderValue>,
-    ) {
-        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        *seen = Some(Seen {
-            uri: uri.clone(),
-            session: session.clone(),
-            auth: auth.clone(),
-            headers: headers.clone(),
-        });
-    }
-}
-
-impl TapClient {
-    /// Sends with `auth`; when a `client_credentials` server refuses the token, sends once
-    /// more with a renewed one ([`super::oauth::renew`]). The auth watch hears the outcome.
-    async fn send_renewing<T, F, Fut>(
-        &self,
-        auth: Option<String>,
-        send: F,
-    ) -> Result<T, StreamableHttpError<reqwest::Error>>
-    where
-        F: Fn(Option<String>) -> Fut,
-        Fut: Future<Output = Result<T, StreamableHttpError<reqwest::Error>>>,
-    {
-        let result = send(auth.clone()).await;
-        if matches!(result, Err(StreamableHttpError::AuthRequired(_)))
-            && let Some(watch) = &self.watch
-            && let Some(renewer) = watch.renewer()
-            && let Some(fresh) = renewer.after_refusal(auth.as_deref(), watch).await
-        {
-            let retried = send(Some(fresh)).await;
-            super::oauth::observe(self.watch.as_ref(), &retried);
-            return retried;
-        }
-        super::oauth::observe(self.watch.as_ref(), &result);
-        result
-    }
-}
-
-impl StreamableHttpClient for TapClient {
-    type Error = reqwest::Error;
-
-    async fn post_message(
-        &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        self.send_renewing(auth_header, |auth| {
-            self.note(&uri, &session_id, &auth, &custom_headers);
-            self.inner.post_message(
-                uri.clone(),
-                message.clone(),
-                session_id.clone(),
-                auth,
-                custom_headers.clone(),
-            )
-        })
-        .await
-    }
-
-    async fn post_message_with_max_sse_event_size(
-        &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        max_sse_event_size: usize,
-    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        self.send_renewing(auth_header, |auth| {
-            self.note(&uri, &session_id, &auth, &custom_headers);
-            self.inner.post_message_with_max_sse_event_size(
-                uri.clone(),
-                message.clone(),
-                session_id.clone(),
-                auth,
-                custom_headers.clone(),
-                max_sse_event_size,
-            )
-        })
-        .await
-    }
-
-    async fn post_message_with_response_limits(
-        &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        limits: StreamableHttpResponseLimits,
-    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        self.send_renewing(auth_header, |auth| {
-            self.note(&uri, &session_id, &auth, &custom_headers);
-            self.inner.post_message_with_response_limits(
-                uri.clone(),
-                message.clone(),
-                session_id.clone(),
-                auth,
-                custom_headers.clone(),
-                limits,
-            )
-        })
-        .await
-    }
-
-    async fn delete_session(
-        &self,
-        uri: Arc<str>,
-        session_id: Arc<str>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> Result<(), StreamableHttpError<Self::Error>> {
-        self.inner
-            .delete_session(uri, session_id, auth_header, custom_headers)
-            .await
-    }
-
-    async fn get_stream(
-        &self,
-        uri: Arc<str>,
-        session_id: Option<Arc<str>>,
-        last_event_id: Option<String>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> Result<
-        futures::stream::BoxStream<'static, Result<sse_stream::Sse, sse_stream::Error>>,
-        StreamableHttpError<Self::Error>,
-    > {
-        self.inner
-            .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
-            .await
-    }
-
-    async fn get_stream_with_max_sse_event_size(
-        &self,
-        uri: Arc<str>,
-        session_id: Option<Arc<str>>,
-        last_event_id: Option<String>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        max_sse_event_size: usize,
-    ) -> Result<
-        futures::stream::BoxStream<'static, Result<sse_stream::Sse, sse_stream::Error>>,
-        StreamableHttpError<Self::Error>,
-    > {
-        self.inner
-            .get_stream_with_max_sse_event_size(
-                uri,
-                session_id,
-                last_event_id,
-                auth_header,
-                custom_headers,
-                max_sse_event_size,
-            )
-            .await
-    }
+) -> Result<(BoundedHttp, Arc<HttpLists>), String> {
+    let bounded = BoundedHttp::new(max_bytes, watch.clone())?;
+    let lists = Arc::new(HttpLists {
+        client: bounded.reqwest().clone(),
+        seen: bounded.seen(),
+        next: AtomicU64::new(1),
+        max_bytes,
+        watch,
+    });
+    Ok((bounded, lists))
 }
 
 impl HttpLists {
