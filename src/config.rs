@@ -26,7 +26,7 @@ use figment::{
 };
 use serde::Deserialize;
 
-pub use auth::{AuthSettings, ClaimProfile, RawAuth, RawClaimProfile, check_auth_url};
+pub use auth::{ASYMMETRIC, AuthSettings, ClaimProfile, RawAuth, RawClaimProfile, check_auth_url};
 pub use code::{CodeSettings, Mode, RawCode, SdkDocs, SdkForm};
 pub use http::{AllowedHost, AllowedOrigin, HttpSettings, RawHttp, split_host_port};
 pub use names::{ProfileName, Secret, ServerId, ServerName};

@@ -40,14 +40,10 @@ impl Key {
             return None;
         }
         let by_type: Vec<Algorithm> = match &jwk.algorithm {
-            AlgorithmParameters::RSA(_) => vec![
-                Algorithm::RS256,
-                Algorithm::RS384,
-                Algorithm::RS512,
-                Algorithm::PS256,
-                Algorithm::PS384,
-                Algorithm::PS512,
-            ],
+            AlgorithmParameters::RSA(_) => crate::config::ASYMMETRIC
+                .into_iter()
+                .filter(|a| a.family() == jsonwebtoken::AlgorithmFamily::Rsa)
+                .collect(),
             AlgorithmParameters::EllipticCurve(ec) => match ec.curve {
                 EllipticCurve::P256 => vec![Algorithm::ES256],
                 EllipticCurve::P384 => vec![Algorithm::ES384],
