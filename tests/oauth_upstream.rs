@@ -75,6 +75,31 @@ fn count(stats: &Value, key: &str) -> u64 {
     stats.get(key).and_then(Value::as_u64).unwrap_or(0)
 }
 
+/// How much counter `key` grew from `before` to `after`.
+fn grew(before: &Value, after: &Value, key: &str) -> u64 {
+    count(after, key) - count(before, key)
+}
+
+/// Has `server` refuse every access token issued so far, then `remote__whoami` (which must
+/// answer `ok`); the server's stats before and after that call.
+async fn whoami_after_expiring_access(
+    server: &AuthServer,
+    client: &common::Client,
+) -> (Value, Value) {
+    server.admin("expire-access").await;
+    let before = server.stats().await;
+    whoami_ok(client).await;
+    (before, server.stats().await)
+}
+
+/// `remote__whoami` through `client` answers `ok`.
+async fn whoami_ok(client: &common::Client) {
+    let result = call(client, "remote__whoami", json!({}))
+        .await
+        .expect("call");
+    assert_eq!(text(&result), "ok", "{result:?}");
+}
+
 /// A config with server `remote` at `server` (type = "oauth"), and its token directory.
 fn workdir(server: &AuthServer) -> Workdir {
     Workdir::new(&format!(
@@ -183,30 +208,13 @@ async fn login_stores_private_tokens_and_a_401_refreshes_once_then_a_failed_refr
     assert_eq!(count(&server.stats().await, "authorization_code"), 1);
 
     let client = serve(&work).await;
-    let result = call(&client, "remote__whoami", json!({}))
-        .await
-        .expect("call");
-    assert_eq!(text(&result), "ok", "{result:?}");
+    whoami_ok(&client).await;
 
     // The server stops honouring the access token: one 401, one refresh, the call succeeds,
     // and the new token is written back.
-    server.admin("expire-access").await;
-    let before = server.stats().await;
-    let result = call(&client, "remote__whoami", json!({}))
-        .await
-        .expect("call");
-    assert_eq!(text(&result), "ok", "{result:?}");
-    let after = server.stats().await;
-    assert_eq!(
-        count(&after, "refresh_token") - count(&before, "refresh_token"),
-        1,
-        "{after}"
-    );
-    assert_eq!(
-        count(&after, "refused") - count(&before, "refused"),
-        1,
-        "{after}"
-    );
+    let (before, after) = whoami_after_expiring_access(&server, &client).await;
+    assert_eq!(grew(&before, &after, "refresh_token"), 1, "{after}");
+    assert_eq!(grew(&before, &after, "refused"), 1, "{after}");
     let stored: Value = serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
     assert_ne!(
         stored["credentials"]["token_response"]["access_token"],
@@ -232,11 +240,7 @@ async fn login_stores_private_tokens_and_a_401_refreshes_once_then_a_failed_refr
         "{message}"
     );
     let after = server.stats().await;
-    assert_eq!(
-        count(&after, "refused_refresh") - count(&before, "refused_refresh"),
-        1,
-        "{after}"
-    );
+    assert_eq!(grew(&before, &after, "refused_refresh"), 1, "{after}");
     client.cancel().await.expect("close");
 
     // Signing in again uses the client registered the first time (same authorization server,
@@ -273,10 +277,7 @@ async fn a_token_near_its_expiry_is_refreshed_before_it_is_sent() {
     let before = server.stats().await;
     let client = serve(&work).await;
     tokio::time::sleep_until(received + Duration::from_millis(6200)).await;
-    let result = call(&client, "remote__whoami", json!({}))
-        .await
-        .expect("call");
-    assert_eq!(text(&result), "ok", "{result:?}");
+    whoami_ok(&client).await;
     let after = server.stats().await;
     assert!(
         count(&after, "refresh_token") > count(&before, "refresh_token"),
@@ -305,10 +306,7 @@ async fn a_client_credentials_token_is_renewed_before_it_expires() {
     let server = AuthServer::start(4).await;
     let work = client_credentials_workdir(&server);
     let client = serve(&work).await;
-    let result = call(&client, "remote__whoami", json!({}))
-        .await
-        .expect("call");
-    assert_eq!(text(&result), "ok", "{result:?}");
+    whoami_ok(&client).await;
     let first = server.stats().await;
     assert_eq!(count(&first, "client_credentials"), 1, "{first}");
 
@@ -316,10 +314,7 @@ async fn a_client_credentials_token_is_renewed_before_it_expires() {
     // (no request was refused for an old token).
     for _ in 0..3 {
         tokio::time::sleep(Duration::from_millis(2500)).await;
-        let result = call(&client, "remote__whoami", json!({}))
-            .await
-            .expect("call");
-        assert_eq!(text(&result), "ok", "{result:?}");
+        whoami_ok(&client).await;
     }
     let renewed = server.stats().await;
     assert!(
@@ -335,30 +330,13 @@ async fn a_refused_client_credentials_token_is_renewed_once_and_the_call_sent_ag
     let server = AuthServer::start(3600).await;
     let work = client_credentials_workdir(&server);
     let client = serve(&work).await;
-    let result = call(&client, "remote__whoami", json!({}))
-        .await
-        .expect("call");
-    assert_eq!(text(&result), "ok", "{result:?}");
+    whoami_ok(&client).await;
 
     // The server stops honouring the current token: the call is refused once, one new token
     // is asked for at once, and the same call goes through with it.
-    server.admin("expire-access").await;
-    let before = server.stats().await;
-    let result = call(&client, "remote__whoami", json!({}))
-        .await
-        .expect("call");
-    assert_eq!(text(&result), "ok", "{result:?}");
-    let after = server.stats().await;
-    assert_eq!(
-        count(&after, "refused_token") - count(&before, "refused_token"),
-        1,
-        "{after}"
-    );
-    assert_eq!(
-        count(&after, "client_credentials") - count(&before, "client_credentials"),
-        1,
-        "{after}"
-    );
+    let (before, after) = whoami_after_expiring_access(&server, &client).await;
+    assert_eq!(grew(&before, &after, "refused_token"), 1, "{after}");
+    assert_eq!(grew(&before, &after, "client_credentials"), 1, "{after}");
     client.cancel().await.expect("close");
 }
 

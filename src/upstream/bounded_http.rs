@@ -49,6 +49,16 @@ pub(super) struct Seen {
     pub headers: HashMap<HeaderName, HeaderValue>,
 }
 
+/// One POST's parts, kept whole so that a refused one can be sent again.
+#[derive(Clone)]
+struct Post {
+    uri: Arc<str>,
+    message: ClientJsonRpcMessage,
+    session_id: Option<Arc<str>>,
+    headers: HashMap<HeaderName, HeaderValue>,
+    limits: StreamableHttpResponseLimits,
+}
+
 /// rmcp's reqwest client, bounded by `limit` bytes per JSON body and per SSE event.
 #[derive(Clone)]
 pub struct BoundedHttp {
@@ -108,13 +118,16 @@ impl BoundedHttp {
     /// One POST with every answer bounded; noted for the list reader.
     async fn post_bounded(
         &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
+        post: Post,
         auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<reqwest::Error>> {
+        let Post {
+            uri,
+            message,
+            session_id,
+            headers: custom_headers,
+            limits,
+        } = post;
         self.note(&uri, &session_id, &auth_header, &custom_headers);
         let custom_headers = with_traceparent(&message, custom_headers);
         let id = match &message {
@@ -285,35 +298,23 @@ impl StreamableHttpClient for BoundedHttp {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        let post = Post {
+            uri,
+            message,
+            session_id,
+            headers: custom_headers,
+            limits,
+        };
         // Only a client_credentials server's request may be sent twice: kept for that.
         let renewer = self.watch.as_ref().and_then(|w| w.renewer());
-        let again = renewer.as_ref().map(|_| {
-            (
-                uri.clone(),
-                message.clone(),
-                session_id.clone(),
-                custom_headers.clone(),
-            )
-        });
+        let again = renewer.as_ref().map(|_| post.clone());
         let sent = auth_header.clone();
-        let result = self
-            .post_bounded(
-                uri,
-                message,
-                session_id,
-                auth_header,
-                custom_headers,
-                limits,
-            )
-            .await;
+        let result = self.post_bounded(post, auth_header).await;
         if matches!(result, Err(StreamableHttpError::AuthRequired(_)))
-            && let (Some(renewer), Some(watch), Some((uri, message, session_id, headers))) =
-                (renewer, &self.watch, again)
+            && let (Some(renewer), Some(watch), Some(post)) = (renewer, &self.watch, again)
             && let Some(fresh) = renewer.after_refusal(sent.as_deref(), watch).await
         {
-            let retried = self
-                .post_bounded(uri, message, session_id, Some(fresh), headers, limits)
-                .await;
+            let retried = self.post_bounded(post, Some(fresh)).await;
             super::oauth::observe(self.watch.as_ref(), &retried);
             return retried;
         }
