@@ -32,6 +32,7 @@ pub mod auth;
 pub mod connections;
 pub mod doors;
 pub mod envelope;
+pub mod fast;
 mod handshake;
 pub mod metrics;
 pub mod oauth;
@@ -75,7 +76,7 @@ type Endpoint = StreamableHttpService<GatewayService, CappedSessions>;
 /// The header naming a request's method (2026-07-28), checked by rmcp against the body.
 const MCP_METHOD_HEADER: &str = "mcp-method";
 /// The header naming a request's MCP session.
-const SESSION_HEADER: &str = "mcp-session-id";
+pub(crate) const SESSION_HEADER: &str = "mcp-session-id";
 /// How long a client refused for the session cap is told to wait.
 const SESSION_RETRY_AFTER_SECS: u64 = 30;
 /// rmcp's SSE keep-alive, when the idle timeout leaves room for it.
@@ -101,6 +102,8 @@ struct Front {
     /// [`envelope::body_cap`].
     body_cap: usize,
     gateway: Arc<Gateway>,
+    /// The fast path for `tools/call` ([`fast`]); `None` with `fast_path = false`.
+    fast: Option<Arc<fast::FastSessions>>,
 }
 
 /// Who may reach which profile, and each profile's endpoint, as of one configuration.
@@ -202,6 +205,7 @@ impl Front {
             Err(refusal) => return refusal.into_response(),
         };
         let envelope = Envelope::peek(&bytes);
+        let mut diverted = false;
         // The four lists go to the handler under private names, to be answered with every
         // field the upstreams gave ([`super::faithful`]); so do task requests ([`super::tasks`]).
         if let Some(method) = envelope.as_ref().and_then(|e| e.method.as_deref())
@@ -210,6 +214,7 @@ impl Front {
                 || (method == TOOLS_CALL && super::tasks::may_carry_task(&bytes)))
             && let Some((renamed, private)) = super::faithful::divert_named(&bytes)
         {
+            diverted = true;
             bytes = renamed.into();
             // A matching `Mcp-Method` follows the body (a mismatching one is left for rmcp
             // to refuse).
@@ -228,10 +233,29 @@ impl Front {
         let mut answering = None;
         let mut reservation = None;
         let mut handshake = false;
+        // A session the fast path may answer this request for.
+        let fast = match (&self.fast, session, &envelope) {
+            (Some(fast), Some(session), Some(_)) if !diverted => fast
+                .session(session, &profile, &parts.headers)
+                .map(|session| (fast, session)),
+            _ => None,
+        };
+        if let Some((fast, session)) = &fast
+            && envelope.as_ref().is_some_and(|e| e.id.is_none())
+            && let Some(accepted) = fast.cancel(session, &bytes)
+        {
+            return accepted;
+        }
         if let Some(envelope) = &envelope
             && let Some((id, method)) = envelope.request()
         {
+            // A call the fast path takes has params rmcp decodes: not checked again.
+            let fast_call = match &fast {
+                Some(_) if method == TOOLS_CALL => super::fast::CallParts::peek(&bytes),
+                _ => None,
+            };
             if method == TOOLS_CALL
+                && fast_call.is_none()
                 && let Some(problem) = self.call_params_problem(envelope)
             {
                 return jsonrpc_error(id.clone(), ErrorData::invalid_params(problem, None));
@@ -250,6 +274,10 @@ impl Front {
                     Err(Full(message)) => return session_cap_refusal(id, message),
                 },
                 None => {}
+            }
+            if let (Some((fast, session)), Some((id, call))) = (fast, fast_call) {
+                let response = fast.call(session, id, call, &parts);
+                return hold_until_sent(response, (claim, answering));
             }
         }
         let json_body = is_json(&parts.headers);
@@ -358,11 +386,22 @@ pub async fn serve(
     let body_cap = envelope::body_cap(gateway.config().supervise.max_message_bytes);
     rmcp_config.max_request_body_bytes = body_cap;
     let sessions = SessionLimits::new(settings);
+    let fast = config.fast_path.then(|| {
+        fast::FastSessions::new(
+            settings.session_idle,
+            rmcp_config.sse_keep_alive.unwrap_or(SSE_KEEP_ALIVE),
+        )
+    });
     let new_endpoint = {
         let (gateway, sessions, idle) = (gateway.clone(), sessions.clone(), settings.session_idle);
+        let fast = fast.clone();
         move |profile: &ProfileName| {
-            let service = GatewayService::new(gateway.clone(), profile.clone());
-            let manager = CappedSessions::new(sessions.clone(), profile.clone(), idle);
+            let mut service = GatewayService::new(gateway.clone(), profile.clone());
+            if let Some(fast) = &fast {
+                service = service.with_http_fast(fast.clone());
+            }
+            let manager =
+                CappedSessions::new(sessions.clone(), profile.clone(), idle, fast.clone());
             StreamableHttpService::new(
                 move || Ok(service.for_new_session()),
                 Arc::new(manager),
@@ -396,6 +435,7 @@ pub async fn serve(
         body_timeout: settings.body_timeout,
         body_cap,
         gateway: gateway.clone(),
+        fast,
     });
     let answering = front.answering.clone();
 
