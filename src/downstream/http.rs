@@ -23,6 +23,9 @@
 //!    and an `initialize` beyond the session caps gets 503 ([`sessions`]). A JSON body rmcp
 //!    cannot decode is answered 400 as over stdio ([`lines::refusal`](super::lines::refusal)):
 //!    `-32700` if it is not JSON, else `-32600` (rmcp would say 415).
+//! 4. **The fast path** ([`fast`]): a plain `tools/call` on a live 2025-era session (and the
+//!    client's cancel of one) is answered here, beside rmcp's session worker; everything else
+//!    goes to rmcp's `StreamableHttpService`.
 //!
 //! Connections are capped below the open-file limit, with header and idle timeouts
 //! ([`connections`]). Tokens are compared in constant time (as SHA-256 digests), never
@@ -81,6 +84,9 @@ pub(crate) const SESSION_HEADER: &str = "mcp-session-id";
 const SESSION_RETRY_AFTER_SECS: u64 = 30;
 /// rmcp's SSE keep-alive, when the idle timeout leaves room for it.
 const SSE_KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// How long the answer to `notifications/initialized` waits for the handler to open the
+/// session to the fast path ([`fast::FastSessions::until_initialized`]).
+const HANDSHAKE_WAIT: Duration = Duration::from_secs(1);
 /// How long a stopping server waits for `tools/call` answers still being sent (the calls
 /// themselves are over: the gateway drained them first).
 const ANSWERS_OUT: Duration = Duration::from_secs(2);
@@ -281,6 +287,15 @@ impl Front {
             }
         }
         let json_body = is_json(&parts.headers);
+        // The handshake's last step: its answer waits for the fast path to open the session.
+        let initialized = session
+            .filter(|_| {
+                self.fast.is_some()
+                    && envelope.as_ref().is_some_and(|e| {
+                        e.id.is_none() && e.method.as_deref() == Some("notifications/initialized")
+                    })
+            })
+            .map(str::to_owned);
         let response = forward(
             endpoint,
             Request::from_parts(parts, Body::from(bytes.clone())),
@@ -288,6 +303,11 @@ impl Front {
         .await;
         // rmcp has counted the new session (if any) by now.
         drop(reservation);
+        if let (Some(fast), Some(session)) = (&self.fast, &initialized)
+            && response.status().is_success()
+        {
+            fast.until_initialized(session, HANDSHAKE_WAIT).await;
+        }
         // rmcp answers a JSON body it cannot decode with 415, which blames the content type:
         // say what is wrong instead, as over stdio. Decoded again only on this path.
         if response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE

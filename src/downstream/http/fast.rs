@@ -89,13 +89,21 @@ const VERSION_HEADER: &str = "mcp-protocol-version";
 /// The live sessions the fast path may answer for, by `Mcp-Session-Id`.
 pub struct FastSessions {
     /// Created by rmcp, handshake not yet over: the worker's handle and the profile.
-    pending: Mutex<HashMap<Arc<str>, (ProfileName, LocalSessionHandle)>>,
+    pending: Mutex<HashMap<Arc<str>, Pending>>,
     live: RwLock<HashMap<Arc<str>, Arc<Session>>>,
     /// Between SSE comments while a call runs.
     keep_alive: Duration,
     /// How often the fast path tells a session's worker it is in use.
     poke_every: Duration,
     start: Instant,
+}
+
+/// A session rmcp created whose handshake is not over yet.
+struct Pending {
+    profile: ProfileName,
+    handle: LocalSessionHandle,
+    /// Notified when the handler has registered it.
+    initialized: Arc<tokio::sync::Notify>,
 }
 
 /// One session as the fast path needs it.
@@ -127,24 +135,34 @@ impl FastSessions {
         })
     }
 
-    fn pending(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, (ProfileName, LocalSessionHandle)>> {
+    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Pending>> {
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// rmcp created session `id` of `profile` (its handshake is still to come).
     pub fn created(&self, id: &str, profile: &ProfileName, handle: LocalSessionHandle) {
-        self.pending().insert(id.into(), (profile.clone(), handle));
+        let pending = Pending {
+            profile: profile.clone(),
+            handle,
+            initialized: Arc::default(),
+        };
+        self.pending().insert(id.into(), pending);
     }
 
     /// The handshake of session `id` is over (`notifications/initialized` was handled):
     /// from now on its calls may be taken. A session that negotiated 2026-07-28 or later is
     /// left to rmcp.
     pub fn initialized(&self, id: &str, service: GatewayService, peer: Peer<RoleServer>) {
-        let Some((profile, handle)) = self.pending().remove(id) else {
+        let Some(Pending {
+            profile,
+            handle,
+            initialized,
+        }) = self.pending().remove(id)
+        else {
             return;
         };
+        // Whatever becomes of it, the handshake is over.
+        initialized.notify_one();
         let legacy = peer.peer_info().is_some_and(|info| {
             info.protocol_version.as_str() < rmcp::model::ProtocolVersion::V_2026_07_28.as_str()
         });
@@ -166,6 +184,17 @@ impl FastSessions {
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .insert(session.id.clone(), session);
+    }
+
+    /// Waits (at most `limit`) until the handler has registered session `id` after its
+    /// `notifications/initialized`, so that the client's first call, sent as soon as that
+    /// notification is answered, already finds it. Returns at once for any other session.
+    pub async fn until_initialized(&self, id: &str, limit: Duration) {
+        let Some(initialized) = self.pending().get(id).map(|p| p.initialized.clone()) else {
+            return;
+        };
+        // `notify_one` keeps a permit: a registration before this wait is not missed.
+        let _ = tokio::time::timeout(limit, initialized.notified()).await;
     }
 
     /// rmcp closed session `id`: its calls here are cancelled.
