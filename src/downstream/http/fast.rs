@@ -153,22 +153,35 @@ impl FastSessions {
     /// from now on its calls may be taken. A session that negotiated 2026-07-28 or later is
     /// left to rmcp.
     pub fn initialized(&self, id: &str, service: GatewayService, peer: Peer<RoleServer>) {
+        // Held until the session is live: whoever finds it no longer pending finds it live.
+        let mut pending = self.pending();
         let Some(Pending {
             profile,
             handle,
             initialized,
-        }) = self.pending().remove(id)
+        }) = pending.remove(id)
         else {
             return;
         };
-        // Whatever becomes of it, the handshake is over.
-        initialized.notify_one();
         let legacy = peer.peer_info().is_some_and(|info| {
             info.protocol_version.as_str() < rmcp::model::ProtocolVersion::V_2026_07_28.as_str()
         });
-        if !legacy {
-            return;
+        if legacy {
+            self.go_live(id, profile, service, peer, handle);
         }
+        drop(pending);
+        // Whatever became of it, the handshake is over.
+        initialized.notify_one();
+    }
+
+    fn go_live(
+        &self,
+        id: &str,
+        profile: ProfileName,
+        service: GatewayService,
+        peer: Peer<RoleServer>,
+        handle: LocalSessionHandle,
+    ) {
         let session = Arc::new(Session {
             id: id.into(),
             profile,
