@@ -257,7 +257,9 @@ impl Front {
         {
             // A call the fast path takes has params rmcp decodes: not checked again.
             let fast_call = match &fast {
-                Some(_) if method == TOOLS_CALL => super::fast::CallParts::peek(&bytes),
+                Some((_, session)) if method == TOOLS_CALL && session.takes_calls() => {
+                    super::fast::CallParts::peek(&bytes)
+                }
                 _ => None,
             };
             if method == TOOLS_CALL

@@ -13,6 +13,9 @@
 //! - it names (`Mcp-Session-Id`) a session of this profile whose handshake is over
 //!   (`notifications/initialized` was handled) and that negotiated a version before
 //!   2026-07-28;
+//! - no pre gate could make the call ask its client, or the client declared no elicitation
+//!   ([`Session::takes_calls`]): an approval's elicitation must ride the call's own stream,
+//!   which rmcp arranges only for the calls it runs;
 //! - its headers are ones rmcp would accept without a word: `Content-Type` JSON, an `Accept`
 //!   listing `application/json` and `text/event-stream` without parameters, and no
 //!   `MCP-Protocol-Version` or one of the known versions before 2026-07-28 (which carry no
@@ -121,6 +124,8 @@ pub struct Session {
     closed: CancellationToken,
     /// When the worker was last poked, in ms since [`FastSessions::start`].
     poked_at: AtomicU64,
+    /// The client declared elicitation: a gate's `ask` would send it a request.
+    elicits: bool,
 }
 
 impl FastSessions {
@@ -182,7 +187,11 @@ impl FastSessions {
         peer: Peer<RoleServer>,
         handle: LocalSessionHandle,
     ) {
+        let elicits = peer
+            .peer_info()
+            .is_some_and(|info| info.capabilities.elicitation.is_some());
         let session = Arc::new(Session {
+            elicits,
             id: id.into(),
             profile,
             service,
@@ -344,6 +353,15 @@ impl FastSessions {
 }
 
 impl Session {
+    /// Whether a call of this session can be taken now: not when a pre gate could `ask`
+    /// and the client would then be sent an elicitation. rmcp sends that request on the
+    /// POST stream of the call it belongs to, which it knows only for the calls it runs
+    /// itself; from here it would go to the session's GET stream, which a client need not
+    /// open.
+    pub fn takes_calls(&self) -> bool {
+        !self.elicits || self.service.gateway.pipeline.rules().gates.is_empty()
+    }
+
     fn calls(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, (u64, CancellationToken)>> {
         self.calls.lock().unwrap_or_else(|p| p.into_inner())
     }
