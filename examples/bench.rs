@@ -660,6 +660,10 @@ async fn call_benchmarks(env: &Env, plan: &Plan, floor: f64) -> anyhow::Result<(
             "client → toolgate (stdio, `fast_path = false`) → echo_server",
             gateway_stdio(env, &typed, "gateway-typed").await?,
         )?,
+        Route::through(
+            "client → toolgate (HTTP, `fast_path = false`) → echo_server",
+            gateway_http(env, &typed).await?,
+        )?,
     ];
 
     // Latency: warm up each path, then interleave blocks so that drift in background load
@@ -788,6 +792,12 @@ async fn call_benchmarks(env: &Env, plan: &Plan, floor: f64) -> anyhow::Result<(
         us(stats[3].pct(50.0)) - us(direct_p50),
         rates[3] / rates[0],
         cpu_per_call(3)
+    );
+    println!(
+        "- HTTP's typed path (`fast_path = false`) in the same run: added p50 {:.0} µs, {:.2}× direct throughput, {:.1} µs CPU/call",
+        us(stats[4].pct(50.0)) - us(direct_p50),
+        rates[4] / rates[0],
+        cpu_per_call(4)
     );
 
     for path in paths {

@@ -44,7 +44,7 @@ use crate::{
     pipeline::Call,
     registry::{View, Views},
     relay::{Caller, SessionId},
-    upstream::ProgressSink,
+    upstream::{ProgressSink, ProgressTo},
 };
 
 /// A `tools/call` as the client sent it, however it was read.
@@ -53,6 +53,9 @@ struct CallRequest {
     arguments: Option<rmcp::model::JsonObject>,
     /// The client's own token, when it asked for progress.
     progress: Option<rmcp::model::ProgressToken>,
+    /// Where that progress goes instead of the session's peer (HTTP's fast path: the
+    /// call's own response stream).
+    progress_stream: Option<tokio::sync::mpsc::Sender<rmcp::model::ProgressNotificationParam>>,
     /// Fired by the client's `notifications/cancelled`.
     cancel: tokio_util::sync::CancellationToken,
     /// `_meta.traceparent`, else (over HTTP) the `traceparent` header; unreadable is absent.
@@ -69,6 +72,9 @@ pub struct GatewayService {
     profile: ProfileName,
     /// Which session this is, for what upstreams send back unasked ([`crate::relay`]).
     session: SessionId,
+    /// Over HTTP with the fast path on: where a session is registered once its handshake
+    /// is over ([`http::fast`]).
+    http_fast: Option<Arc<http::fast::FastSessions>>,
 }
 
 impl GatewayService {
@@ -79,12 +85,21 @@ impl GatewayService {
             gateway,
             profile,
             session,
+            http_fast: None,
         }
+    }
+
+    /// Sessions of this handler register with the HTTP fast path.
+    pub fn with_http_fast(mut self, fast: Arc<http::fast::FastSessions>) -> Self {
+        self.http_fast = Some(fast);
+        self
     }
 
     /// The handler for another session of the same profile.
     pub fn for_new_session(&self) -> Self {
-        Self::new(self.gateway.clone(), self.profile.clone())
+        let mut service = Self::new(self.gateway.clone(), self.profile.clone());
+        service.http_fast = self.http_fast.clone();
+        service
     }
 
     fn view(&self) -> Arc<View> {
@@ -109,7 +124,10 @@ impl GatewayService {
             arguments: request.arguments,
             cancel: request.cancel,
             progress: request.progress.map(|token| ProgressSink {
-                peer: peer.clone(),
+                to: match request.progress_stream {
+                    Some(stream) => ProgressTo::Stream(stream),
+                    None => ProgressTo::Peer(peer.clone()),
+                },
                 token,
             }),
             client: Some(Caller {
@@ -229,6 +247,7 @@ impl ServerHandler for GatewayService {
             name: request.name.into_owned(),
             arguments: request.arguments,
             progress: context.meta.get_progress_token(),
+            progress_stream: None,
             cancel: context.ct.clone(),
             traceparent,
             subject: subject_of(&context),
@@ -361,6 +380,15 @@ impl ServerHandler for GatewayService {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        if let Some(fast) = &self.http_fast
+            && let Some(parts) = context.extensions.get::<::http::request::Parts>()
+            && let Some(id) = parts
+                .headers
+                .get(http::SESSION_HEADER)
+                .and_then(|v| v.to_str().ok())
+        {
+            fast.initialized(id, self.clone(), context.peer.clone());
+        }
         let gateway = &self.gateway;
         gateway
             .relay

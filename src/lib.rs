@@ -74,7 +74,9 @@
 //! line before rmcp decodes it → [`pipeline::Pipeline::execute_answer`] runs the same stages
 //! → [`upstream::Upstream::call_raw`] writes the request on the stdio upstream's pipe and its
 //! reader hands back the answer line ([`upstream::raw`]) → unless a stage had to decode it,
-//! the client's answer is written around the upstream's bytes.
+//! the client's answer is written around the upstream's bytes. Over HTTP,
+//! [`downstream::http::fast`] takes such a call's POST on a live 2025-era session after the
+//! front's checks and answers it beside rmcp's session worker, through the same entry.
 //!
 //! A `run_code` call takes the same path; at the base of the around chain
 //! [`code_mode::CodeRunner`] hands the program to a worker, and each `await tools.x(args)`

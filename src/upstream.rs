@@ -158,8 +158,42 @@ struct Link {
 /// Where progress for one upstream call should go: the calling client and its own token.
 #[derive(Clone)]
 pub struct ProgressSink {
-    pub peer: Peer<RoleServer>,
+    pub to: ProgressTo,
     pub token: ProgressToken,
+}
+
+/// How progress reaches the calling client.
+#[derive(Clone)]
+pub enum ProgressTo {
+    /// Through the session's rmcp peer (stdio, and HTTP's typed path).
+    Peer(Peer<RoleServer>),
+    /// Onto the call's own response stream (HTTP's fast path, `downstream::http::fast`):
+    /// bounded, a notification that finds it full is dropped, as
+    /// [`crate::downstream::guard`] drops them for a client that does not read.
+    Stream(tokio::sync::mpsc::Sender<rmcp::model::ProgressNotificationParam>),
+}
+
+impl ProgressSink {
+    /// Sends one notification (its token already the client's) to the client.
+    pub async fn notify(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+    ) -> Result<(), String> {
+        match &self.to {
+            ProgressTo::Peer(peer) => peer
+                .notify_progress(params)
+                .await
+                .map_err(|e| e.to_string()),
+            ProgressTo::Stream(stream) => stream.try_send(params).map_err(|e| match e {
+                tokio::sync::mpsc::error::TrySendError::Full(_) => {
+                    "the response stream is full: notification dropped".to_owned()
+                }
+                tokio::sync::mpsc::error::TrySendError::Closed(_) => {
+                    "the response stream is gone".to_owned()
+                }
+            }),
+        }
+    }
 }
 
 /// What a call needs besides name and arguments.

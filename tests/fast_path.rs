@@ -34,6 +34,8 @@ mod check;
 mod client;
 #[path = "fast_path/corpus.rs"]
 mod corpus;
+#[path = "fast_path/http.rs"]
+mod http;
 
 use std::time::{Duration, Instant};
 
@@ -75,6 +77,49 @@ async fn the_fast_path_and_the_typed_path_answer_byte_for_byte_alike() {
         // … and the fast path writes the same bytes.
         assert_same_bytes(era, &cases, &typed, &fast);
         check("fast path", era, fast_modern, &cases, &fast);
+    }
+}
+
+/// The same over streamable HTTP: each line a POST on one session, every message the
+/// client reads compared (SSE event data or JSON body), and every POST's status and content
+/// type; the fast path must really have answered the calls (`/metrics`).
+#[tokio::test]
+async fn over_http_the_fast_path_and_the_typed_path_answer_alike() {
+    for era in [Era::Initialize("2025-11-25"), Era::Initialize("2026-07-28")] {
+        let mut cases = corpus(era);
+        cases.retain(|case| !http::STDIO_ONLY.contains(&case.name));
+        let (typed, fast) = tokio::join!(
+            http::replay_http("typed path, HTTP", false, era, &cases),
+            http::replay_http("fast path, HTTP", true, era, &cases),
+        );
+        assert_eq!(
+            typed.modern, fast.modern,
+            "{era:?}: the handshakes disagree"
+        );
+        let checkable = |run: &http::HttpRun| http::checkable(&cases, &run.transcript);
+        check(
+            "typed path, HTTP",
+            era,
+            typed.modern,
+            &cases,
+            &checkable(&typed),
+        );
+        assert_same_bytes(era, &cases, &typed.transcript, &fast.transcript);
+        http::assert_same_heads(era, &cases, &typed.heads, &fast.heads);
+        check(
+            "fast path, HTTP",
+            era,
+            fast.modern,
+            &cases,
+            &checkable(&fast),
+        );
+        eprintln!("{era:?}: fast path calls {}", fast.fast_calls);
+        assert_eq!(typed.fast_calls, 0.0, "{era:?}: fast_path = false is off");
+        assert!(
+            fast.fast_calls >= 20.0,
+            "{era:?}: the fast path answered only {} calls",
+            fast.fast_calls
+        );
     }
 }
 

@@ -122,6 +122,36 @@ async fn idle_sessions_expire_and_give_their_place_back() {
     assert_eq!(status, 200, "{answer}");
 }
 
+/// Calls the HTTP fast path answers never reach rmcp's session worker, which expires a
+/// session it has not heard from: they must count as activity all the same. And once the
+/// session expires, its calls are refused as on rmcp's path (404).
+#[tokio::test]
+async fn fast_path_calls_keep_a_session_alive() {
+    let work = echo_with("[gateway.http]\nsession_idle_secs = 1\n");
+    let gateway = HttpGateway::start_with(&work, &["--metrics", "127.0.0.1:0"]).await;
+    let session = raw_session(&gateway.url, &[]).await;
+    let call = |id: u64| call_request(id, "echo__echo", serde_json::json!({"text": "alive"}));
+    // Each call done, the next one 200 ms later: 3 s in all, three times the idle limit.
+    for id in 1..=15 {
+        let response = mcp_post(&gateway.url, Some(&session), &[], &call(id)).await;
+        assert_eq!(response.status(), 200, "call {id}: {response:?}");
+        let answer = jsonrpc_answer(response).await;
+        assert_eq!(answer["result"]["content"][0]["text"], "alive", "{answer}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let metrics = gateway.metrics_url.clone().expect("a metrics URL");
+    let body = reqwest::get(&metrics).await.unwrap().text().await.unwrap();
+    assert!(
+        body.lines()
+            .any(|l| l == "toolgate_fast_path_calls_total 15"),
+        "the calls took the fast path:\n{body}"
+    );
+
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let expired = mcp_post(&gateway.url, Some(&session), &[], &call(16)).await;
+    assert_eq!(expired.status(), 404, "the idle session is gone");
+}
+
 /// The attack as reported: a flood of `initialize` calls, every one accepted. With the
 /// default cap, the 1001st is refused.
 #[tokio::test]

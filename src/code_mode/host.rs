@@ -151,7 +151,7 @@ async fn report(progress: &ProgressSink, done: u64, name: &str, ok: bool) {
     };
     let params =
         ProgressNotificationParam::new(progress.token.clone(), done as f64).with_message(message);
-    if let Err(error) = progress.peer.notify_progress(params).await {
+    if let Err(error) = progress.notify(params).await {
         tracing::debug!("run_code progress not delivered: {error}");
     }
 }

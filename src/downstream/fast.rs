@@ -149,31 +149,8 @@ impl FastPath {
     }
 
     fn take_call(&self, session: &Session, id: RequestId, params: Option<&RawValue>) -> bool {
-        let Some(params) = params.filter(|p| is_object(p.get().as_bytes())) else {
+        let Some(params) = CallParts::parse(params) else {
             return false;
-        };
-        let Ok(params) = serde_json::from_str::<CallParams<'_>>(params.get()) else {
-            return false;
-        };
-        if params
-            .meta
-            .as_ref()
-            .is_some_and(|meta| !is_object(meta.get().as_bytes()))
-        {
-            return false;
-        }
-        let (progress, traceparent) = match params.meta {
-            Some(meta) => match serde_json::from_str::<CallMeta>(meta.get()) {
-                Ok(meta) => (
-                    meta.progress_token,
-                    // Unreadable is absent, as on the typed path: the call starts a trace.
-                    meta.traceparent
-                        .as_deref()
-                        .and_then(crate::telemetry::Traceparent::parse),
-                ),
-                Err(_) => return false,
-            },
-            None => (None, None),
         };
         let me = match self.claim(session, &id) {
             Ok(me) => me,
@@ -189,15 +166,8 @@ impl FastPath {
         let request = Request {
             id,
             taking,
-            call: CallRequest {
-                name: params.name.into_owned(),
-                arguments: params.arguments,
-                progress,
-                cancel,
-                traceparent,
-                // stdio: no IdP tokens.
-                subject: None,
-            },
+            // stdio: no IdP tokens.
+            call: params.into_request(cancel, None, None, None),
         };
         // Boxed: the call's whole state is large, and a task moves its future into place.
         self.tasks.spawn(Box::pin(me.answer(request)));
@@ -316,29 +286,146 @@ impl FastPath {
                 _ => return,
             }
         }
-        let line = match outcome {
-            Ok(Answer::Raw(raw)) => match raw.reply(&request.id, session.modern) {
-                Some(line) => line,
-                None => typed_line(
-                    request.id,
-                    raw.decode()
-                        .map_err(crate::pipeline::CallError::Upstream)
-                        .or_else(crate::error::into_mcp),
-                    session.modern,
-                ),
-            },
-            Ok(answer @ (Answer::Decoded(_) | Answer::Task { .. })) => typed_line(
-                request.id,
-                answer.decode().or_else(crate::error::into_mcp),
-                session.modern,
-            ),
-            Err(error) => typed_line(request.id, Err(error), session.modern),
-        };
+        let line = answer_line(request.id, outcome, session.modern);
         self.service.gateway.pipeline.metrics.count_fast_path_call();
         if let Err(error) = self.writer.write_line(line).await {
             tracing::debug!(%error, "could not write an answer to the client");
         }
     }
+}
+
+/// The client's answer to a call taken by a fast path: around the upstream's bytes when the
+/// result stayed raw and rmcp would write it unchanged, else from rmcp's types.
+pub(crate) fn answer_line(
+    id: RequestId,
+    outcome: Result<Answer, ErrorData>,
+    modern: bool,
+) -> Vec<u8> {
+    match outcome {
+        Ok(Answer::Raw(raw)) => match raw.reply(&id, modern) {
+            Some(line) => line,
+            None => typed_line(
+                id,
+                raw.decode()
+                    .map_err(crate::pipeline::CallError::Upstream)
+                    .or_else(crate::error::into_mcp),
+                modern,
+            ),
+        },
+        Ok(answer @ (Answer::Decoded(_) | Answer::Task { .. })) => {
+            typed_line(id, answer.decode().or_else(crate::error::into_mcp), modern)
+        }
+        Err(error) => typed_line(id, Err(error), modern),
+    }
+}
+
+/// A `tools/call` a fast path may take, read from its params (see the module doc for which).
+pub(crate) struct CallParts {
+    name: String,
+    arguments: Option<JsonObject>,
+    progress: Option<ProgressToken>,
+    /// `_meta.traceparent` when there is one, read (unreadable is `Some(None)`).
+    traceparent: Option<Option<crate::telemetry::Traceparent>>,
+}
+
+impl CallParts {
+    /// `None` leaves the request to rmcp: params not an object, other keys, other `_meta`.
+    fn parse(params: Option<&RawValue>) -> Option<Self> {
+        let params = params.filter(|p| is_object(p.get().as_bytes()))?;
+        let params = serde_json::from_str::<CallParams<'_>>(params.get()).ok()?;
+        if params
+            .meta
+            .as_ref()
+            .is_some_and(|meta| !is_object(meta.get().as_bytes()))
+        {
+            return None;
+        }
+        let (progress, traceparent) = match params.meta {
+            Some(meta) => {
+                let meta = serde_json::from_str::<CallMeta>(meta.get()).ok()?;
+                (
+                    meta.progress_token,
+                    // Unreadable is absent, as on the typed path: the call starts a trace.
+                    meta.traceparent
+                        .as_deref()
+                        .map(crate::telemetry::Traceparent::parse),
+                )
+            }
+            None => (None, None),
+        };
+        Some(Self {
+            name: params.name.into_owned(),
+            arguments: params.arguments,
+            progress,
+            traceparent,
+        })
+    }
+
+    /// A whole message (an HTTP POST body): `Some` for a `tools/call` request with a number
+    /// or string id, `jsonrpc: "2.0"` and params [`CallParts::parse`] takes.
+    pub(crate) fn peek(message: &[u8]) -> Option<(RequestId, Self)> {
+        if !is_object(message) {
+            return None;
+        }
+        let envelope = serde_json::from_slice::<Envelope<'_>>(message).ok()?;
+        if envelope.jsonrpc != "2.0" || envelope.method.as_deref() != Some(TOOLS_CALL) {
+            return None;
+        }
+        Some((envelope.id?, Self::parse(envelope.params)?))
+    }
+
+    /// Whether the client asked for progress.
+    pub(crate) fn wants_progress(&self) -> bool {
+        self.progress.is_some()
+    }
+
+    /// The request for the pipeline, as [`GatewayService::call_tool`] reads it:
+    /// `header_traceparent` (HTTP's `traceparent` header) counts when `_meta` has none;
+    /// `progress_stream` is where progress goes instead of the session's peer.
+    pub(super) fn into_request(
+        self,
+        cancel: CancellationToken,
+        header_traceparent: Option<&str>,
+        subject: Option<Arc<str>>,
+        progress_stream: Option<tokio::sync::mpsc::Sender<rmcp::model::ProgressNotificationParam>>,
+    ) -> CallRequest {
+        let traceparent = match self.traceparent {
+            Some(read) => read,
+            None => header_traceparent.and_then(crate::telemetry::Traceparent::parse),
+        };
+        CallRequest {
+            name: self.name,
+            arguments: self.arguments,
+            progress: self.progress,
+            progress_stream,
+            cancel,
+            traceparent,
+            subject,
+        }
+    }
+}
+
+/// The request id of a `notifications/cancelled` message (an HTTP POST body).
+pub(crate) fn peek_cancel(message: &[u8]) -> Option<RequestId> {
+    #[derive(Deserialize)]
+    struct Cancelled {
+        #[serde(rename = "requestId")]
+        request_id: RequestId,
+    }
+    if !is_object(message) {
+        return None;
+    }
+    let envelope = serde_json::from_slice::<Envelope<'_>>(message).ok()?;
+    if envelope.jsonrpc != "2.0"
+        || envelope.id.is_some()
+        || envelope.method.as_deref() != Some("notifications/cancelled")
+    {
+        return None;
+    }
+    let params = envelope.params.filter(|p| is_object(p.get().as_bytes()))?;
+    serde_json::from_str::<Cancelled>(params.get())
+        .ok()
+        .map(|c| c.request_id)
 }
 
 impl Intercept for FastPath {

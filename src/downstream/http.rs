@@ -23,6 +23,9 @@
 //!    and an `initialize` beyond the session caps gets 503 ([`sessions`]). A JSON body rmcp
 //!    cannot decode is answered 400 as over stdio ([`lines::refusal`](super::lines::refusal)):
 //!    `-32700` if it is not JSON, else `-32600` (rmcp would say 415).
+//! 4. **The fast path** ([`fast`]): a plain `tools/call` on a live 2025-era session (and the
+//!    client's cancel of one) is answered here, beside rmcp's session worker; everything else
+//!    goes to rmcp's `StreamableHttpService`.
 //!
 //! Connections are capped below the open-file limit, with header and idle timeouts
 //! ([`connections`]). Tokens are compared in constant time (as SHA-256 digests), never
@@ -32,6 +35,7 @@ pub mod auth;
 pub mod connections;
 pub mod doors;
 pub mod envelope;
+pub mod fast;
 mod handshake;
 pub mod metrics;
 pub mod oauth;
@@ -76,11 +80,14 @@ type Endpoint = StreamableHttpService<GatewayService, CappedSessions>;
 /// The header naming a request's method (2026-07-28), checked by rmcp against the body.
 const MCP_METHOD_HEADER: &str = "mcp-method";
 /// The header naming a request's MCP session.
-const SESSION_HEADER: &str = "mcp-session-id";
+pub(crate) const SESSION_HEADER: &str = "mcp-session-id";
 /// How long a client refused for the session cap is told to wait.
 const SESSION_RETRY_AFTER_SECS: u64 = 30;
 /// rmcp's SSE keep-alive, when the idle timeout leaves room for it.
 const SSE_KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// How long the answer to `notifications/initialized` waits for the handler to open the
+/// session to the fast path ([`fast::FastSessions::until_initialized`]).
+const HANDSHAKE_WAIT: Duration = Duration::from_secs(1);
 /// How long a stopping server waits for `tools/call` answers still being sent (the calls
 /// themselves are over: the gateway drained them first).
 const ANSWERS_OUT: Duration = Duration::from_secs(2);
@@ -104,6 +111,8 @@ struct Front {
     /// [`envelope::body_cap`].
     body_cap: usize,
     gateway: Arc<Gateway>,
+    /// The fast path for `tools/call` ([`fast`]); `None` with `fast_path = false`.
+    fast: Option<Arc<fast::FastSessions>>,
 }
 
 /// Who may reach which profile, and each profile's endpoint, as of one configuration.
@@ -214,6 +223,7 @@ impl Front {
             Err(refusal) => return refusal.into_response(),
         };
         let envelope = Envelope::peek(&bytes);
+        let mut diverted = false;
         // The four lists go to the handler under private names, to be answered with every
         // field the upstreams gave ([`super::faithful`]); so do task requests ([`super::tasks`]).
         if let Some(method) = envelope.as_ref().and_then(|e| e.method.as_deref())
@@ -222,6 +232,7 @@ impl Front {
                 || (method == TOOLS_CALL && super::tasks::may_carry_task(&bytes)))
             && let Some((renamed, private)) = super::faithful::divert_named(&bytes)
         {
+            diverted = true;
             bytes = renamed.into();
             // A matching `Mcp-Method` follows the body (a mismatching one is left for rmcp
             // to refuse).
@@ -240,10 +251,31 @@ impl Front {
         let mut answering = None;
         let mut reservation = None;
         let mut handshake = false;
+        // A session the fast path may answer this request for.
+        let fast = match (&self.fast, session, &envelope) {
+            (Some(fast), Some(session), Some(_)) if !diverted => fast
+                .session(session, &profile, &parts.headers)
+                .map(|session| (fast, session)),
+            _ => None,
+        };
+        if let Some((fast, session)) = &fast
+            && envelope.as_ref().is_some_and(|e| e.id.is_none())
+            && let Some(accepted) = fast.cancel(session, &bytes)
+        {
+            return accepted;
+        }
         if let Some(envelope) = &envelope
             && let Some((id, method)) = envelope.request()
         {
+            // A call the fast path takes has params rmcp decodes: not checked again.
+            let fast_call = match &fast {
+                Some((_, session)) if method == TOOLS_CALL && session.takes_calls() => {
+                    super::fast::CallParts::peek(&bytes)
+                }
+                _ => None,
+            };
             if method == TOOLS_CALL
+                && fast_call.is_none()
                 && let Some(problem) = self.call_params_problem(envelope)
             {
                 return jsonrpc_error(id.clone(), ErrorData::invalid_params(problem, None));
@@ -263,8 +295,21 @@ impl Front {
                 },
                 None => {}
             }
+            if let (Some((fast, session)), Some((id, call))) = (fast, fast_call) {
+                let response = fast.call(session, id, call, &parts);
+                return hold_until_sent(response, (claim, answering));
+            }
         }
         let json_body = is_json(&parts.headers);
+        // The handshake's last step: its answer waits for the fast path to open the session.
+        let initialized = session
+            .filter(|_| {
+                self.fast.is_some()
+                    && envelope.as_ref().is_some_and(|e| {
+                        e.id.is_none() && e.method.as_deref() == Some("notifications/initialized")
+                    })
+            })
+            .map(str::to_owned);
         let response = forward(
             endpoint,
             Request::from_parts(parts, Body::from(bytes.clone())),
@@ -281,6 +326,11 @@ impl Front {
                 .and_then(|v| v.to_str().ok())
         {
             self.owners.bind(session, subject);
+        }
+        if let (Some(fast), Some(session)) = (&self.fast, &initialized)
+            && response.status().is_success()
+        {
+            fast.until_initialized(session, HANDSHAKE_WAIT).await;
         }
         // rmcp answers a JSON body it cannot decode with 415, which blames the content type:
         // say what is wrong instead, as over stdio. Decoded again only on this path.
@@ -381,6 +431,12 @@ pub async fn serve(
     rmcp_config.max_request_body_bytes = body_cap;
     let sessions = SessionLimits::new(settings);
     let owners = Arc::new(owners::Owners::default());
+    let fast = config.fast_path.then(|| {
+        fast::FastSessions::new(
+            settings.session_idle,
+            rmcp_config.sse_keep_alive.unwrap_or(SSE_KEEP_ALIVE),
+        )
+    });
     let new_endpoint = {
         let (gateway, sessions, owners, idle) = (
             gateway.clone(),
@@ -388,10 +444,19 @@ pub async fn serve(
             owners.clone(),
             settings.session_idle,
         );
+        let fast = fast.clone();
         move |profile: &ProfileName| {
-            let service = GatewayService::new(gateway.clone(), profile.clone());
-            let manager =
-                CappedSessions::new(sessions.clone(), owners.clone(), profile.clone(), idle);
+            let mut service = GatewayService::new(gateway.clone(), profile.clone());
+            if let Some(fast) = &fast {
+                service = service.with_http_fast(fast.clone());
+            }
+            let manager = CappedSessions::new(
+                sessions.clone(),
+                owners.clone(),
+                profile.clone(),
+                idle,
+                fast.clone(),
+            );
             StreamableHttpService::new(
                 move || Ok(service.for_new_session()),
                 Arc::new(manager),
@@ -426,6 +491,7 @@ pub async fn serve(
         body_timeout: settings.body_timeout,
         body_cap,
         gateway: gateway.clone(),
+        fast,
     });
     let answering = front.answering.clone();
 

@@ -139,6 +139,7 @@ impl GatewayService {
                         name: name.into_owned(),
                         arguments,
                         progress,
+                        progress_stream: None,
                         cancel,
                         traceparent,
                         subject,

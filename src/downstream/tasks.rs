@@ -222,6 +222,7 @@ impl GatewayService {
             name,
             arguments,
             progress: None,
+            progress_stream: None,
             cancel: context.ct.clone(),
             traceparent: super::traceparent_of(context),
             subject: super::subject_of(context),

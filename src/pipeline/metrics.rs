@@ -128,7 +128,7 @@ impl Metrics {
         }
         let _ = writeln!(
             out,
-            "# HELP toolgate_fast_path_calls_total tools/call requests answered by the stdio fast path (raw JSON, no typed decoding).\n# TYPE toolgate_fast_path_calls_total counter\ntoolgate_fast_path_calls_total {}",
+            "# HELP toolgate_fast_path_calls_total tools/call requests answered by a fast path, over stdio or HTTP (raw JSON, no typed decoding).\n# TYPE toolgate_fast_path_calls_total counter\ntoolgate_fast_path_calls_total {}",
             self.fast_path_calls.load(Ordering::Relaxed)
         );
         let _ = writeln!(

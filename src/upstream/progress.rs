@@ -49,8 +49,8 @@ impl ProgressRoutes {
             tracing::debug!(token = ?params.progress_token, "progress for no call in flight");
             return;
         };
-        params.progress_token = sink.token;
-        if let Err(error) = sink.peer.notify_progress(params).await {
+        params.progress_token = sink.token.clone();
+        if let Err(error) = sink.notify(params).await {
             tracing::debug!(%error, "could not relay progress to the client");
         }
     }

@@ -16,10 +16,10 @@ use crate::{MAX_RESULT_BYTES, SLOW_TIMEOUT_MS, STEP_LIMIT};
 /// Everything one gateway wrote after its handshake, line by line, with the case it belongs
 /// to; the lines of each awaited answer; and what it wrote after its stdin closed.
 pub(crate) struct Transcript {
-    lines: Vec<(usize, Vec<u8>)>,
+    pub(crate) lines: Vec<(usize, Vec<u8>)>,
     /// (case, step, the lines read for that step).
-    awaited: Vec<(usize, usize, Range<usize>)>,
-    tail: Vec<Vec<u8>>,
+    pub(crate) awaited: Vec<(usize, usize, Range<usize>)>,
+    pub(crate) tail: Vec<Vec<u8>>,
 }
 
 /// The `[gateway]` table and servers of the corpus gateways, logging into `dir`.
@@ -38,7 +38,7 @@ fn corpus_config(dir: &Path, fast_path: bool) -> String {
     )
 }
 
-fn corpus_workdir(fast_path: bool) -> Workdir {
+pub(crate) fn corpus_workdir(fast_path: bool) -> Workdir {
     let dir = tempfile::tempdir().expect("temp dir");
     let toml = corpus_config(dir.path(), fast_path);
     std::fs::write(dir.path().join("servers.toml"), toml).expect("write config");
@@ -46,7 +46,7 @@ fn corpus_workdir(fast_path: bool) -> Workdir {
 }
 
 /// Waits until `path` holds `needle` at least `count` times.
-async fn wait_log(label: &str, path: &Path, needle: &str, count: usize) {
+pub(crate) async fn wait_log(label: &str, path: &Path, needle: &str, count: usize) {
     let deadline = Instant::now() + STEP_LIMIT;
     loop {
         let text = std::fs::read_to_string(path).unwrap_or_default();

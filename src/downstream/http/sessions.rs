@@ -32,7 +32,7 @@ use rmcp::{
     },
 };
 
-use super::owners::Owners;
+use super::{fast::FastSessions, owners::Owners};
 use crate::{
     config::{HttpSettings, ProfileName},
     downstream::guard::Guarded,
@@ -224,6 +224,8 @@ pub struct CappedSessions {
     /// Told when a session closes.
     owners: Arc<Owners>,
     profile: ProfileName,
+    /// The HTTP fast path, told of each session created and closed.
+    fast: Option<Arc<FastSessions>>,
 }
 
 impl CappedSessions {
@@ -232,6 +234,7 @@ impl CappedSessions {
         owners: Arc<Owners>,
         profile: ProfileName,
         idle: Duration,
+        fast: Option<Arc<FastSessions>>,
     ) -> Self {
         let mut inner = LocalSessionManager::default();
         inner.session_config.keep_alive = Some(idle);
@@ -240,6 +243,7 @@ impl CappedSessions {
             limits,
             owners,
             profile,
+            fast,
         }
     }
 }
@@ -253,7 +257,14 @@ impl SessionManager for CappedSessions {
             return Err(CappedSessionError::Full);
         }
         match self.inner.create_session().await {
-            Ok((id, transport)) => Ok((id, Guarded::new(transport))),
+            Ok((id, transport)) => {
+                if let Some(fast) = &self.fast
+                    && let Some(handle) = self.inner.sessions.read().await.get(&id).cloned()
+                {
+                    fast.created(&id, &self.profile, handle);
+                }
+                Ok((id, Guarded::new(transport)))
+            }
             Err(error) => {
                 self.limits.close(&self.profile);
                 Err(error.into())
@@ -276,6 +287,9 @@ impl SessionManager for CappedSessions {
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
         // As rmcp's own `close_session`, but counting: only the call that removes the
         // session from the map gives its place back, however many race to close it.
+        if let Some(fast) = &self.fast {
+            fast.closed(id);
+        }
         let handle = self.inner.sessions.write().await.remove(id);
         if let Some(handle) = handle {
             self.limits.close(&self.profile);

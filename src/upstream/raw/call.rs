@@ -153,7 +153,7 @@ async fn relay_progress(ctx: &CallContext, mut params: rmcp::model::ProgressNoti
         return;
     };
     params.progress_token = sink.token.clone();
-    if let Err(error) = sink.peer.notify_progress(params).await {
+    if let Err(error) = sink.notify(params).await {
         tracing::debug!(%error, "could not relay progress to the client");
     }
 }
