@@ -370,8 +370,16 @@ impl Relay {
     }
 
     /// Where `ask` from `server` must go (module doc), or the error to answer the upstream
-    /// with.
-    pub fn requester(&self, server: &ServerId, ask: Ask) -> Result<Route, ErrorData> {
+    /// with. `related`: the upstream task the request belongs to (its related-task `_meta`).
+    pub fn requester(
+        &self,
+        server: &ServerId,
+        ask: Ask,
+        related: Option<&str>,
+    ) -> Result<Route, ErrorData> {
+        if let Some(route) = related.and_then(|id| self.task_requester(server, ask, id)) {
+            return route;
+        }
         let inner = self.lock();
         let candidates = self.audience(&inner, server);
         let method = ask.method();
@@ -411,6 +419,39 @@ impl Relay {
                 ));
             }
         };
+        Self::to_client(peer, ask, server)
+    }
+
+    /// Where a request about the task `upstream_id` goes: the task's own client, whatever
+    /// else is in flight on the server; `None` for a task no client of toolgate owns.
+    fn task_requester(
+        &self,
+        server: &ServerId,
+        ask: Ask,
+        upstream_id: &str,
+    ) -> Option<Result<Route, ErrorData>> {
+        let (owner, route) = self.tasks.owner(server, upstream_id)?;
+        if let Some(bridge) = &route.bridge {
+            return Some(if bridge.sink.declared(ask) {
+                Ok(Route::Rounds(bridge.sink.clone()))
+            } else {
+                Err(undeclared(ask.method(), server))
+            });
+        }
+        let tasks::Owner::Session(session) = owner else {
+            return None;
+        };
+        let peer = self.lock().sessions.get(&session).map(|s| s.peer.clone());
+        Some(Self::to_client(peer, ask, server))
+    }
+
+    /// `ask` sent to a 2025-era session's client, if it can take it.
+    fn to_client(
+        peer: Option<Peer<RoleServer>>,
+        ask: Ask,
+        server: &ServerId,
+    ) -> Result<Route, ErrorData> {
+        let method = ask.method();
         let Some(peer) = peer else {
             return Err(ErrorData::new(
                 ErrorCode::METHOD_NOT_FOUND,

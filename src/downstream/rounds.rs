@@ -32,7 +32,7 @@ impl GatewayService {
     }
 
     /// Who may continue an exchange this request parks.
-    fn owner(&self, context: &RequestContext<RoleServer>) -> Owner {
+    pub(super) fn owner(&self, context: &RequestContext<RoleServer>) -> Owner {
         match context.extensions.get::<http::request::Parts>() {
             Some(parts) => {
                 let credential = parts

@@ -1,4 +1,4 @@
-//! Tasks (MCP 2025-11-25): a task-augmented `tools/call`, `tasks/get`, `tasks/result`, `tasks/list` and `tasks/cancel`, routed to the server that owns the task.
+//! Tasks (MCP 2025-11-25): a task-augmented `tools/call`, `tasks/get`, `tasks/result`, `tasks/list` and `tasks/cancel`, routed to the server that owns the task; 2026-07-28's Tasks extension is bridged onto them ([`modern`]).
 //!
 //! rmcp 3.11 knows only the SEP-2663 form of tasks, so, as with the lists
 //! ([`super::faithful`]), the fronts rename these requests to private methods before rmcp
@@ -8,6 +8,8 @@
 //! timeout and retry wrappers); its `CreateTaskResult` comes back with the task id replaced
 //! by one of this session's (`tg-<n>`, [`crate::relay::tasks`]). Post hooks and output checks
 //! do not run on a task's result: `tasks/result` relays it as the server wrote it.
+
+mod modern;
 
 use std::time::Duration;
 
@@ -22,7 +24,7 @@ use super::{CallRequest, GatewayService};
 use crate::{
     error,
     pipeline::TaskRequest,
-    relay::tasks::{TaskRoute, Tasks},
+    relay::tasks::{Owner, TaskRoute, Tasks},
     upstream::{Limit, UpstreamError},
 };
 
@@ -31,13 +33,14 @@ const PAGE: usize = 50;
 /// The `_meta` key naming the task a message belongs to.
 const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 
-/// The task methods and the private names they are renamed to; a task-augmented
-/// `tools/call` (params with `task`) becomes [`TASK_CALL`].
-const METHODS: [(&str, &str); 4] = [
+/// The task methods of both eras and the private names they are renamed to; a
+/// task-augmented `tools/call` (params with `task`) becomes [`TASK_CALL`].
+const METHODS: [(&str, &str); 5] = [
     ("tasks/get", "toolgate/tasks/get"),
     ("tasks/result", "toolgate/tasks/result"),
     ("tasks/list", "toolgate/tasks/list"),
     ("tasks/cancel", "toolgate/tasks/cancel"),
+    ("tasks/update", "toolgate/tasks/update"),
 ];
 const TASK_CALL: &str = "toolgate/tasks/call";
 
@@ -82,8 +85,9 @@ pub fn capability() -> Value {
 }
 
 /// Adds `capabilities.tasks` to the answer to `initialize` (a whole JSON-RPC response) when
-/// the session's profile offers tasks, or while what the servers offer is unknown yet. A
-/// 2026-07-28 `server/discover` is left alone: that era has no core `tasks` capability.
+/// the session's profile offers tasks, or while what the servers offer is unknown yet, and
+/// takes out the 2026-07-28 Tasks extension, which a 2025-era session cannot use
+/// ([`crate::downstream::GatewayService`]'s `get_info` declares it for `server/discover`).
 pub fn handshake_patch(service: &GatewayService) -> super::lines::HandshakePatch {
     handshake_patch_for(service.gateway.clone(), service.profile.clone())
 }
@@ -98,11 +102,19 @@ pub fn handshake_patch_for(
             || gateway
                 .view(&profile)
                 .is_some_and(|view| offers_tasks(&view));
-        if offered
-            && let Some(Value::Object(capabilities)) = message
-                .get_mut("result")
-                .and_then(|r| r.get_mut("capabilities"))
-        {
+        let Some(Value::Object(capabilities)) = message
+            .get_mut("result")
+            .and_then(|r| r.get_mut("capabilities"))
+        else {
+            return;
+        };
+        if let Some(Value::Object(extensions)) = capabilities.get_mut("extensions") {
+            extensions.remove(rmcp::model::TASKS_EXTENSION_ID);
+            if extensions.is_empty() {
+                capabilities.remove("extensions");
+            }
+        }
+        if offered {
             capabilities.insert("tasks".into(), capability());
         }
     })
@@ -149,9 +161,19 @@ impl GatewayService {
                 ))));
             }
         };
+        if Self::modern(context) {
+            return Some(self.modern_task_request(public, params, context).await);
+        }
+        if public == "tasks/update" {
+            return Some(Err(McpError::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                "tasks/update: a 2026-07-28 Tasks extension method; this session speaks 2025-11-25",
+                None,
+            )));
+        }
         if public != "tools/call"
             && !offers_tasks(&self.view())
-            && !self.gateway.relay.tasks.has_tasks(self.session)
+            && !self.gateway.relay.tasks.has_tasks(&self.legacy_owner())
         {
             // Like the other capabilities: not declared, not served.
             return Some(Err(McpError::new(
@@ -227,12 +249,41 @@ impl GatewayService {
             subject: super::subject_of(context),
         };
         let call = self.call_of(&context.peer, request, None);
-        let outcome = self
-            .gateway
-            .pipeline
-            .execute_task(&view, call, TaskRequest { task, meta })
-            .await;
-        let mut result = match outcome {
+        let (mut result, entry, upstream_id) = self
+            .create_task(&view, entry, call, TaskRequest { task, meta })
+            .await?;
+        let route = self.gateway.relay.tasks.add(
+            self.legacy_owner(),
+            entry.server.clone(),
+            upstream_id,
+            entry.policy.timeout_ms,
+            None,
+        );
+        if let Some(task) = result.get_mut("task") {
+            task["taskId"] = Value::String(route.id.clone());
+        }
+        rename_related(&mut result, &route.id);
+        Ok(Value::Object(result))
+    }
+
+    /// Runs a task-augmented call through the pipeline: the upstream's `CreateTaskResult`,
+    /// the tool's entry, and the upstream's task id. No task created: a protocol error.
+    async fn create_task(
+        &self,
+        view: &std::sync::Arc<crate::registry::View>,
+        entry: Option<std::sync::Arc<crate::registry::ToolEntry>>,
+        call: crate::pipeline::Call,
+        task: TaskRequest,
+    ) -> Result<
+        (
+            Map<String, Value>,
+            std::sync::Arc<crate::registry::ToolEntry>,
+            String,
+        ),
+        McpError,
+    > {
+        let outcome = self.gateway.pipeline.execute_task(view, call, task).await;
+        let result = match outcome {
             Ok(result) => result,
             Err(failure) => {
                 tracing::debug!(code = failure.code(), "{failure}");
@@ -274,17 +325,12 @@ impl GatewayService {
                     Some(serde_json::json!({"code": "UPSTREAM_PROTOCOL"})),
                 )
             })?;
-        let route = self.gateway.relay.tasks.add(
-            self.session,
-            entry.server.clone(),
-            upstream_id,
-            entry.policy.timeout_ms,
-        );
-        if let Some(task) = result.get_mut("task") {
-            task["taskId"] = Value::String(route.id.clone());
-        }
-        rename_related(&mut result, &route.id);
-        Ok(Value::Object(result))
+        Ok((result, entry, upstream_id))
+    }
+
+    /// The owner of a 2025-era session's tasks: the session.
+    fn legacy_owner(&self) -> Owner {
+        Owner::Session(self.session)
     }
 
     /// A `tools/call` without its `task`, answered as rmcp's handler answers any call.
@@ -364,7 +410,7 @@ impl GatewayService {
         };
         let tasks = &self.gateway.relay.tasks;
         let (page, more) = tasks
-            .page(self.session, cursor, PAGE)
+            .page(&self.legacy_owner(), cursor, PAGE)
             .ok_or_else(|| invalid(format!("tasks/list: unknown cursor {cursor:?}")))?;
         let timeout = Duration::from_millis(self.gateway.config().call_timeout_ms);
         let asks = page.iter().map(|route| async move {
@@ -384,7 +430,7 @@ impl GatewayService {
                 }
                 // The server no longer knows it (its ttl passed): forgotten here too.
                 Err(error) if error.code == ErrorCode::INVALID_PARAMS => {
-                    tasks.remove(self.session, &route.id);
+                    tasks.remove(&self.legacy_owner(), &route.id);
                 }
                 // Its server is down or slow: left out of this page, kept for later.
                 Err(error) => {
@@ -415,7 +461,7 @@ impl GatewayService {
         self.gateway
             .relay
             .tasks
-            .get(self.session, id)
+            .get(&self.legacy_owner(), id)
             .ok_or_else(|| invalid(format!("{method}: task not found: {id:?}")))
     }
 
@@ -489,7 +535,11 @@ mod tests {
             private_method("tasks/result", None),
             Some("toolgate/tasks/result")
         );
-        assert_eq!(private_method("tasks/update", None), None);
+        assert_eq!(
+            private_method("tasks/update", None),
+            Some("toolgate/tasks/update")
+        );
+        assert_eq!(private_method("tasks/nonsense", None), None);
         assert!(may_carry_task(br#"{"params":{"task":{}}}"#));
         assert!(!may_carry_task(br#"{"params":{"tasks":{}}}"#));
     }

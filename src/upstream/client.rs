@@ -23,6 +23,9 @@ use crate::{
     relay::{Ask, Relay, Route},
 };
 
+/// The `_meta` key naming the task a message belongs to.
+const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
+
 /// What the supervisor re-imports when the server announces a change.
 #[derive(Clone)]
 pub struct Changes {
@@ -65,8 +68,14 @@ impl UpstreamClient {
         input: impl FnOnce() -> InputRequest,
         request: impl AsyncFnOnce(rmcp::service::Peer<rmcp::RoleServer>) -> Result<T, ServiceError>,
     ) -> Result<T, ErrorData> {
+        // A request about a task (MCP 2025-11-25 names it in `_meta`) goes to the task's client.
+        let related = context
+            .meta
+            .get(RELATED_TASK)
+            .and_then(|r| r.get("taskId"))
+            .and_then(serde_json::Value::as_str);
         let answer = async {
-            match self.relay.requester(&self.server, ask)? {
+            match self.relay.requester(&self.server, ask, related)? {
                 Route::Client(peer) => request(peer).await.map_err(|error| match error {
                     ServiceError::McpError(error) => error,
                     other => ErrorData::internal_error(
