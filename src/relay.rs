@@ -37,7 +37,7 @@ use rmcp::{
     },
     service::Peer,
 };
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 use crate::{
     config::{ProfileName, ServerId},
@@ -66,7 +66,17 @@ pub enum Route {
     Client(Peer<RoleServer>),
     /// An input request of a 2026-07-28 call.
     Rounds(AskSink),
+    /// A request about a task, to the 2025-era client's `tasks/result` waiting for it: the
+    /// job runs in that request's handler, so that over HTTP it rides that request's stream.
+    Waiting(mpsc::Sender<TaskJob>, Peer<RoleServer>),
 }
+
+/// One `tasks/result` waiting for a task: its number and the queue its handler sends from.
+type Waiting = (u64, mpsc::Sender<TaskJob>);
+
+/// Sends one request to a client through the peer it is given, and hands on the answer.
+pub type TaskJob =
+    Box<dyn FnOnce(Peer<RoleServer>) -> futures::future::BoxFuture<'static, ()> + Send>;
 
 /// What an upstream asks a client for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,6 +121,9 @@ struct Inner {
     sessions: HashMap<SessionId, Session>,
     /// Per server, one entry per call in flight.
     in_flight: HashMap<ServerId, Vec<Busy>>,
+    /// (server, upstream task id) → the `tasks/result` requests of its 2025-era client
+    /// waiting for it (numbered), which send what the server asks about the task.
+    waiting: HashMap<(ServerId, String), Vec<Waiting>>,
 }
 
 /// One call in flight on a server.
@@ -146,6 +159,25 @@ impl Drop for InFlight {
             }
             if calls.is_empty() {
                 inner.in_flight.remove(&self.server);
+            }
+        }
+    }
+}
+
+/// A client's `tasks/result` waiting for a task: ends when dropped.
+pub struct TaskWait {
+    relay: Arc<Relay>,
+    key: (ServerId, String),
+    number: u64,
+}
+
+impl Drop for TaskWait {
+    fn drop(&mut self) {
+        let mut inner = self.relay.lock();
+        if let Some(waiting) = inner.waiting.get_mut(&self.key) {
+            waiting.retain(|(number, _)| *number != self.number);
+            if waiting.is_empty() {
+                inner.waiting.remove(&self.key);
             }
         }
     }
@@ -244,6 +276,29 @@ impl Relay {
             relay: self.clone(),
             server: server.clone(),
             call,
+        }
+    }
+
+    /// A 2025-era client waits in `tasks/result` for the task `upstream_id` of `server`:
+    /// what the server asks about the task is queued on `jobs`, for that request's handler to
+    /// send (rmcp sends a request on the stream of the request whose handler sends it).
+    pub fn await_task(
+        self: &Arc<Self>,
+        server: &ServerId,
+        upstream_id: &str,
+        jobs: mpsc::Sender<TaskJob>,
+    ) -> TaskWait {
+        let number = self.next_call.fetch_add(1, Ordering::Relaxed);
+        let key = (server.clone(), upstream_id.to_owned());
+        self.lock()
+            .waiting
+            .entry(key.clone())
+            .or_default()
+            .push((number, jobs));
+        TaskWait {
+            relay: self.clone(),
+            key,
+            number,
         }
     }
 
@@ -441,8 +496,21 @@ impl Relay {
         let tasks::Owner::Session(session) = owner else {
             return None;
         };
-        let peer = self.lock().sessions.get(&session).map(|s| s.peer.clone());
-        Some(Self::to_client(peer, ask, server))
+        let inner = self.lock();
+        let peer = inner.sessions.get(&session).map(|s| s.peer.clone());
+        // The latest `tasks/result` waiting for the task, else the session itself.
+        let waiting = inner
+            .waiting
+            .get(&(server.clone(), upstream_id.to_owned()))
+            .and_then(|waiting| waiting.last())
+            .map(|(_, jobs)| jobs.clone());
+        drop(inner);
+        Some(
+            Self::to_client(peer, ask, server).map(|route| match (route, waiting) {
+                (Route::Client(peer), Some(jobs)) => Route::Waiting(jobs, peer),
+                (route, _) => route,
+            }),
+        )
     }
 
     /// `ask` sent to a 2025-era session's client, if it can take it.

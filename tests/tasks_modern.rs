@@ -391,3 +391,16 @@ async fn a_profile_without_task_tools_declares_no_extension() {
     assert!(capabilities["tasks"].is_object(), "{answer}");
     assert!(capabilities.get("extensions").is_none(), "{answer}");
 }
+
+#[tokio::test]
+async fn an_http_upstreams_tasks_are_bridged_too() {
+    let (_server, url) = Deps::installed().everything_over_http().await;
+    let work = Workdir::new(&format!(
+        "[servers.everything]\nurl = {}\n\n{}",
+        toml_string(&url),
+        server_toml("echo", "echo_server", &[])
+    ));
+    let raw = RawStdio::spawn(&work);
+    let mut client = Client::Stdio(Box::new(raw));
+    lifecycle(&mut client).await;
+}

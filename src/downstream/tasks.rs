@@ -30,6 +30,8 @@ use crate::{
 
 /// Tasks per `tasks/list` page.
 const PAGE: usize = 50;
+/// Requests of a server about one task that may wait to be sent at once.
+const JOBS: usize = 16;
 /// The `_meta` key naming the task a message belongs to.
 const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 
@@ -380,9 +382,13 @@ impl GatewayService {
         } else {
             Duration::from_millis(self.gateway.config().call_timeout_ms)
         };
-        let mut result = self
-            .ask(&route, method, forwarded, timeout, context)
-            .await?;
+        let mut result = if method == "tasks/result" {
+            self.await_result(&route, forwarded, timeout, context)
+                .await?
+        } else {
+            self.ask(&route, method, forwarded, timeout, context)
+                .await?
+        };
         // `tasks/get` and `tasks/cancel` answer with the task; `tasks/result` with the
         // tool's result, which is left as it is but for its related-task `_meta`.
         if method != "tasks/result" && result.contains_key("taskId") {
@@ -390,6 +396,36 @@ impl GatewayService {
         }
         rename_related(&mut result, &route.id);
         Ok(Value::Object(result))
+    }
+
+    /// `tasks/result`: waits for the task's result; meanwhile what the server asks about the
+    /// task is sent from here, so that over HTTP it rides this request's stream.
+    async fn await_result(
+        &self,
+        route: &TaskRoute,
+        params: Map<String, Value>,
+        timeout: Duration,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Map<String, Value>, McpError> {
+        use futures::StreamExt as _;
+        let (jobs, mut queued) = tokio::sync::mpsc::channel(JOBS);
+        let _waiting = self
+            .gateway
+            .relay
+            .await_task(&route.server, &route.upstream_id, jobs);
+        let answer = self.ask(route, "tasks/result", params, timeout, context);
+        tokio::pin!(answer);
+        let mut running = futures::stream::FuturesUnordered::new();
+        loop {
+            tokio::select! {
+                // The task ended (or the wait failed): requests still open are withdrawn.
+                answer = &mut answer => return answer,
+                // The server asks the client something about the task.
+                Some(job) = queued.recv() => running.push(job(context.peer.clone())),
+                // A request was answered and its answer handed on.
+                Some(()) = running.next(), if !running.is_empty() => {}
+            }
+        }
     }
 
     /// `tasks/list`: this session's tasks (never another's), each as its server says now.
