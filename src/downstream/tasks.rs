@@ -24,7 +24,7 @@ use super::{CallRequest, GatewayService};
 use crate::{
     error,
     pipeline::TaskRequest,
-    relay::tasks::{Owner, TaskRoute, Tasks},
+    relay::tasks::{Held, Owner, TaskRoute, Tasks},
     upstream::{Limit, UpstreamError},
 };
 
@@ -120,6 +120,15 @@ pub fn handshake_patch_for(
             capabilities.insert("tasks".into(), capability());
         }
     })
+}
+
+/// A task an upstream created for a call.
+struct Created {
+    /// The upstream's `CreateTaskResult`.
+    result: Map<String, Value>,
+    entry: std::sync::Arc<crate::registry::ToolEntry>,
+    upstream_id: String,
+    progress: Option<crate::upstream::ProgressRoute>,
 }
 
 fn invalid(message: String) -> McpError {
@@ -234,10 +243,15 @@ impl GatewayService {
                 None,
             ));
         }
-        // Task progress is not relayed: the token would outlive the call it belongs to.
+        // The client's progress token goes with the task (the upstream gets one of
+        // toolgate's, routed to the client for the task's life). rmcp takes a request's
+        // `_meta` out of its params (into `context.meta`).
+        let mut progress = context.meta.get_progress_token();
         let meta = match params.remove("_meta") {
             Some(Value::Object(mut meta)) => {
-                meta.remove("progressToken");
+                if let Some(token) = meta.remove("progressToken") {
+                    progress = serde_json::from_value(token).ok();
+                }
                 (!meta.is_empty()).then_some(meta)
             }
             _ => None,
@@ -245,13 +259,18 @@ impl GatewayService {
         let request = CallRequest {
             name,
             arguments,
-            progress: None,
+            progress,
             cancel: context.ct.clone(),
             traceparent: super::traceparent_of(context),
             subject: super::subject_of(context),
         };
         let call = self.call_of(&context.peer, request, None);
-        let (mut result, entry, upstream_id) = self
+        let Created {
+            mut result,
+            entry,
+            upstream_id,
+            progress,
+        } = self
             .create_task(&view, entry, call, TaskRequest { task, meta })
             .await?;
         let route = self.gateway.relay.tasks.add(
@@ -259,7 +278,10 @@ impl GatewayService {
             entry.server.clone(),
             upstream_id,
             entry.policy.timeout_ms,
-            None,
+            Held {
+                bridge: None,
+                progress,
+            },
         );
         if let Some(task) = result.get_mut("task") {
             task["taskId"] = Value::String(route.id.clone());
@@ -276,17 +298,10 @@ impl GatewayService {
         entry: Option<std::sync::Arc<crate::registry::ToolEntry>>,
         call: crate::pipeline::Call,
         task: TaskRequest,
-    ) -> Result<
-        (
-            Map<String, Value>,
-            std::sync::Arc<crate::registry::ToolEntry>,
-            String,
-        ),
-        McpError,
-    > {
+    ) -> Result<Created, McpError> {
         let outcome = self.gateway.pipeline.execute_task(view, call, task).await;
-        let result = match outcome {
-            Ok(result) => result,
+        let (result, progress) = match outcome {
+            Ok(created) => created,
             Err(failure) => {
                 tracing::debug!(code = failure.code(), "{failure}");
                 // No task was created: a protocol error, which a client expecting a
@@ -327,7 +342,12 @@ impl GatewayService {
                     Some(serde_json::json!({"code": "UPSTREAM_PROTOCOL"})),
                 )
             })?;
-        Ok((result, entry, upstream_id))
+        Ok(Created {
+            result,
+            entry,
+            upstream_id,
+            progress,
+        })
     }
 
     /// The owner of a 2025-era session's tasks: the session.

@@ -47,6 +47,15 @@ pub struct TaskRoute {
     pub timeout_ms: u64,
     /// A 2026-07-28 client's task (SEP-2663); `None` for a 2025-11-25 client's.
     pub bridge: Option<Arc<Bridge>>,
+    /// Relays the task's progress to its client while the task is known here.
+    pub progress: Option<Arc<crate::upstream::ProgressRoute>>,
+}
+
+/// What a task keeps besides its ids ([`TaskRoute`]).
+#[derive(Default)]
+pub struct Held {
+    pub bridge: Option<Arc<Bridge>>,
+    pub progress: Option<crate::upstream::ProgressRoute>,
 }
 
 impl PartialEq for TaskRoute {
@@ -102,7 +111,7 @@ impl Tasks {
         server: ServerId,
         upstream_id: String,
         timeout_ms: u64,
-        bridge: Option<Arc<Bridge>>,
+        held: Held,
     ) -> TaskRoute {
         let number = self.next.fetch_add(1, Ordering::Relaxed) + 1;
         let route = TaskRoute {
@@ -110,7 +119,8 @@ impl Tasks {
             server,
             upstream_id,
             timeout_ms,
-            bridge,
+            bridge: held.bridge,
+            progress: held.progress.map(Arc::new),
         };
         let mut inner = self.lock();
         let key = (route.server.clone(), route.upstream_id.clone());
@@ -253,8 +263,8 @@ mod tests {
     fn a_task_is_reachable_only_from_its_own_session_and_by_its_exact_id() {
         let tasks = Tasks::default();
         let (one, two) = (Owner::Session(1), Owner::Session(2));
-        let a = tasks.add(one.clone(), server("x"), "7".into(), 1000, None);
-        let b = tasks.add(two.clone(), server("y"), "7".into(), 1000, None);
+        let a = tasks.add(one.clone(), server("x"), "7".into(), 1000, Held::default());
+        let b = tasks.add(two.clone(), server("y"), "7".into(), 1000, Held::default());
         assert_ne!(a.id, b.id, "ids are unique across sessions and servers");
         assert_eq!(tasks.get(&one, &a.id), Some(a.clone()));
         assert_eq!(
@@ -282,7 +292,15 @@ mod tests {
     fn pages_follow_creation_order_and_cursors_are_checked() {
         let tasks = Tasks::default();
         let routes: Vec<_> = (0..5)
-            .map(|n| tasks.add(Owner::Session(1), server("x"), n.to_string(), 1000, None))
+            .map(|n| {
+                tasks.add(
+                    Owner::Session(1),
+                    server("x"),
+                    n.to_string(),
+                    1000,
+                    Held::default(),
+                )
+            })
             .collect();
         let one = Owner::Session(1);
         let (first, more) = tasks.page(&one, None, 2).unwrap();

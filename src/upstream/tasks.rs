@@ -154,6 +154,21 @@ impl Upstream {
         }
     }
 
+    /// A progress token for a task-augmented call and the route that relays its progress to
+    /// `sink` for as long as the route is kept (the task's life).
+    pub async fn task_progress(
+        &self,
+        sink: super::ProgressSink,
+    ) -> (rmcp::model::ProgressToken, super::ProgressRoute) {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let number = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let token = rmcp::model::ProgressToken(rmcp::model::NumberOrString::String(
+            format!("tg-task-{number}").into(),
+        ));
+        let route = self.progress.route(token.clone(), sink).await;
+        (token, route)
+    }
+
     /// Answers what an HTTP server asks on the stream of a task request (an elicitation
     /// during `tasks/result`), as its requests on rmcp's session are answered.
     fn stream_requests(&self) -> super::http_lists::StreamRequests {

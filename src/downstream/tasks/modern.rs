@@ -38,7 +38,7 @@ use super::{
     TaskRequest, offers_tasks, rename_related, task_support,
 };
 use crate::{
-    relay::tasks::{Bridge, BridgeState, Owner, TaskRoute},
+    relay::tasks::{Bridge, BridgeState, Held, Owner, TaskRoute},
     upstream::Limit,
 };
 
@@ -122,18 +122,22 @@ impl GatewayService {
             meta: None,
         };
         let created = self.create_task(&view, Some(entry), call, task).await;
-        Some(created.map(|(result, entry, upstream_id)| {
+        Some(created.map(|created| {
             let bridge = Arc::new(Bridge::new(
                 context.client_capabilities().unwrap_or_default(),
             ));
             let route = self.gateway.relay.tasks.add(
                 self.owner(context),
-                entry.server.clone(),
-                upstream_id,
-                entry.policy.timeout_ms,
-                Some(bridge),
+                created.entry.server.clone(),
+                created.upstream_id,
+                created.entry.policy.timeout_ms,
+                Held {
+                    bridge: Some(bridge),
+                    progress: None,
+                },
             );
-            let seed = result
+            let seed = created
+                .result
                 .get("task")
                 .and_then(Value::as_object)
                 .cloned()
