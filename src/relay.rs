@@ -1,8 +1,11 @@
 //! Routes what an upstream sends unasked (log messages, resource updates, sampling, elicitation and roots requests) to the client sessions it belongs to.
 //!
 //! The rules (README, "What passes through"):
-//! - **Server requests** (`sampling/createMessage`, `elicitation/create`, `roots/list`) go to
-//!   the session with a call in flight on that server. With none in flight, to the only
+//! - **Server requests** (`sampling/createMessage`, `elicitation/create`, `roots/list`) about
+//!   a task (related-task `_meta`) go to the task's owner: the `tasks/result` of its
+//!   2025-era session waiting for it (sent from that request's handler, so that over HTTP it
+//!   rides that request's stream), else the session; a 2026-07-28 task's [`tasks::Bridge`].
+//!   Other server requests go to the session with a call in flight on that server. With none in flight, to the only
 //!   session that sees the server. Several candidates, none, or a session whose client did
 //!   not declare the capability: a JSON-RPC error, never an answer made up by toolgate.
 //!   A 2026-07-28 call takes them as `InputRequiredResult` rounds ([`crate::rounds`]): the

@@ -1,4 +1,4 @@
-//! Tasks (MCP 2025-11-25): a task-augmented `tools/call`, `tasks/get`, `tasks/result`, `tasks/list` and `tasks/cancel`, routed to the server that owns the task; 2026-07-28's Tasks extension is bridged onto them ([`modern`]).
+//! Tasks (MCP 2025-11-25): a task-augmented `tools/call`, `tasks/get`, `tasks/result`, `tasks/list` and `tasks/cancel`, routed to the server that owns the task; 2026-07-28's Tasks extension is bridged onto them (`modern`).
 //!
 //! rmcp 3.11 knows only the SEP-2663 form of tasks, so, as with the lists
 //! ([`super::faithful`]), the fronts rename these requests to private methods before rmcp
