@@ -150,14 +150,10 @@ async fn over_http_the_tasks_elicitation_rides_its_tasks_result_stream() {
     assert!(text.contains("Research Report: python (snake)"), "{done}");
 }
 
-#[tokio::test]
-async fn an_http_upstreams_elicitation_during_a_task_reaches_the_client() {
-    let (_server, url) = Deps::installed().everything_over_http().await;
-    let work = Workdir::new(&format!(
-        "[servers.everything]\nurl = {}\n",
-        toml_string(&url)
-    ));
-    let mut raw = RawStdio::spawn(&work);
+/// A stdio client of `work` (server-everything as `everything`) starts an ambiguous task,
+/// waits in `tasks/result`, gets the server's elicitation there and answers `choice`.
+async fn a_stdio_client_answers_during_its_task(work: &Workdir, choice: &str) {
+    let mut raw = RawStdio::spawn(work);
     raw.send(&initialize(0)).await;
     raw.next_answer().await;
     raw.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
@@ -176,7 +172,6 @@ async fn an_http_upstreams_elicitation_during_a_task_reaches_the_client() {
         .to_owned();
     raw.send(&request(51, "tasks/result", json!({"taskId": task})))
         .await;
-    // The server asks on its own tasks/result stream; toolgate relays it here.
     let started = Instant::now();
     let asked = loop {
         let message = raw.next().await;
@@ -193,7 +188,7 @@ async fn an_http_upstreams_elicitation_during_a_task_reaches_the_client() {
         "{asked}"
     );
     raw.send(&json!({"jsonrpc": "2.0", "id": asked["id"],
-        "result": {"action": "accept", "content": {"interpretation": "comedy"}}}))
+        "result": {"action": "accept", "content": {"interpretation": choice}}}))
         .await;
     let done = loop {
         let message = raw.next().await;
@@ -204,5 +199,24 @@ async fn an_http_upstreams_elicitation_during_a_task_reaches_the_client() {
     let text = result(&done)["content"][0]["text"]
         .as_str()
         .unwrap_or_default();
-    assert!(text.contains("Research Report: python (comedy)"), "{done}");
+    assert!(
+        text.contains(&format!("Research Report: python ({choice})")),
+        "{done}"
+    );
+}
+
+#[tokio::test]
+async fn an_http_upstreams_elicitation_during_a_task_reaches_the_client() {
+    // The server asks on the stream of toolgate's own tasks/result; toolgate relays it.
+    let (_server, url) = Deps::installed().everything_over_http().await;
+    let work = Workdir::new(&format!(
+        "[servers.everything]\nurl = {}\n",
+        toml_string(&url)
+    ));
+    a_stdio_client_answers_during_its_task(&work, "comedy").await;
+}
+
+#[tokio::test]
+async fn a_stdio_upstreams_elicitation_during_a_task_reaches_a_stdio_client() {
+    a_stdio_client_answers_during_its_task(&everything_stdio(), "snake").await;
 }

@@ -99,7 +99,7 @@ impl GatewayService {
             return None;
         }
         let view = self.view();
-        let entry = view.get(&request.name).cloned()?;
+        let entry = view.listed(&request.name).cloned()?;
         let support = task_support(&entry.extra);
         if !matches!(support, "optional" | "required") {
             return None;
