@@ -91,19 +91,25 @@ async fn research_listed(mut ask: impl AsyncFnMut(Value) -> Value) {
     }
 }
 
-#[tokio::test]
-async fn over_http_the_tasks_elicitation_rides_its_tasks_result_stream() {
-    let work = everything_stdio();
-    let gateway = HttpGateway::start(&work).await;
-    let url = gateway.url.clone();
-    let response = mcp_post(&url, None, &[], &initialize(0)).await;
+/// A 2025-11-25 HTTP session of toolgate at `url` that declares elicitation; its id.
+async fn http_session(url: &str) -> String {
+    let response = mcp_post(url, None, &[], &initialize(0)).await;
     let session = response.headers()["mcp-session-id"]
         .to_str()
         .expect("a session id")
         .to_owned();
     jsonrpc_answer(response).await;
     let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    mcp_post(&url, Some(&session), &[], &initialized).await;
+    mcp_post(url, Some(&session), &[], &initialized).await;
+    session
+}
+
+#[tokio::test]
+async fn over_http_the_tasks_elicitation_rides_its_tasks_result_stream() {
+    let work = everything_stdio();
+    let gateway = HttpGateway::start(&work).await;
+    let url = gateway.url.clone();
+    let session = http_session(&url).await;
     research_listed(async |message| {
         jsonrpc_answer(mcp_post(&url, Some(&session), &[], &message).await).await
     })
@@ -219,4 +225,60 @@ async fn an_http_upstreams_elicitation_during_a_task_reaches_the_client() {
 #[tokio::test]
 async fn a_stdio_upstreams_elicitation_during_a_task_reaches_a_stdio_client() {
     a_stdio_client_answers_during_its_task(&everything_stdio(), "snake").await;
+}
+
+#[tokio::test]
+async fn a_tasks_elicitation_finds_its_session_while_another_calls_the_same_server() {
+    let work = everything_stdio();
+    let gateway = HttpGateway::start(&work).await;
+    let url = gateway.url.clone();
+    let mine = http_session(&url).await;
+    let other = http_session(&url).await;
+    research_listed(async |message| {
+        jsonrpc_answer(mcp_post(&url, Some(&mine), &[], &message).await).await
+    })
+    .await;
+
+    // The other session keeps a call in flight on the same server for a few seconds: two
+    // sessions busy there, which the server's elicitation alone could not choose between.
+    let busy = json!({"jsonrpc": "2.0", "id": 70, "method": "tools/call", "params": {
+        "name": "everything__trigger-long-running-operation",
+        "arguments": {"duration": 6, "steps": 3}}});
+    let (other_url, other_session) = (url.clone(), other.clone());
+    let busy = tokio::spawn(async move {
+        jsonrpc_answer(mcp_post(&other_url, Some(&other_session), &[], &busy).await).await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let created = jsonrpc_answer(mcp_post(&url, Some(&mine), &[], &ambiguous_call(50)).await).await;
+    let task = result(&created)["task"]["taskId"]
+        .as_str()
+        .expect("a task id")
+        .to_owned();
+    let wait = request(51, "tasks/result", json!({"taskId": task}));
+    let mut stream = mcp_post(&url, Some(&mine), &[], &wait).await;
+    let mut buffer = String::new();
+    let asked = tokio::time::timeout(
+        Duration::from_secs(15),
+        next_event(&mut stream, &mut buffer, |m| {
+            m["method"] == "elicitation/create"
+        }),
+    )
+    .await
+    .expect("the elicitation reaches the task's session");
+    let answer = json!({"jsonrpc": "2.0", "id": asked["id"],
+        "result": {"action": "accept", "content": {"interpretation": "snake"}}});
+    mcp_post(&url, Some(&mine), &[], &answer).await;
+    let done = tokio::time::timeout(
+        Duration::from_secs(20),
+        next_event(&mut stream, &mut buffer, |m| m["id"] == 51),
+    )
+    .await
+    .expect("tasks/result is answered");
+    let text = result(&done)["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("Research Report: python (snake)"), "{done}");
+    let busy = busy.await.expect("the other call");
+    assert!(busy.get("result").is_some(), "{busy}");
 }
