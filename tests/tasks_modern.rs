@@ -404,3 +404,45 @@ async fn an_http_upstreams_tasks_are_bridged_too() {
     let mut client = Client::Stdio(Box::new(raw));
     lifecycle(&mut client).await;
 }
+
+#[tokio::test]
+async fn a_failed_task_carries_the_servers_error() {
+    let deps = Deps::installed();
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/task_progress_server.cjs");
+    let work = Workdir::new(&format!(
+        "[servers.counter]\ncommand = {}\nargs = [{}, {}]\n",
+        toml_string(&deps.node.display().to_string()),
+        toml_string(&fixture.display().to_string()),
+        toml_string(&deps.node_modules.display().to_string()),
+    ));
+    let mut client = Client::Stdio(Box::new(RawStdio::spawn(&work)));
+    let mut id = 1;
+    let started = Instant::now();
+    let created = loop {
+        id += 1;
+        let answer = client.ask(call(id, "counter__fail", json!({}), true)).await;
+        if answer.get("result").is_some() {
+            break answer;
+        }
+        // The server is not in yet: the tool is unknown for a moment.
+        assert!(started.elapsed() < Duration::from_secs(30), "{answer}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(result(&created)["resultType"], "task", "{created}");
+    let task = result(&created)["taskId"]
+        .as_str()
+        .expect("a task id")
+        .to_owned();
+    let failed = client.until(&task, &["failed"], &mut id).await;
+    // The server's own JSON-RPC error for its `tasks/result`, with the task named by
+    // toolgate's id; the status message is the server's.
+    assert_eq!(failed["error"]["code"], -32603, "{failed}");
+    assert_eq!(
+        failed["error"]["message"],
+        format!("Task {task} has no result stored"),
+        "{failed}"
+    );
+    assert_eq!(failed["statusMessage"], "it broke", "{failed}");
+    assert!(failed.get("result").is_none(), "{failed}");
+}

@@ -273,12 +273,22 @@ impl GatewayService {
                     rename_related(&mut result, &route.id);
                     TaskPayload::Completed { result }
                 }
-                Some(Err(error)) => TaskPayload::Failed {
-                    error: match serde_json::to_value(error) {
-                        Ok(Value::Object(error)) => error,
-                        _ => JsonObject::new(),
-                    },
-                },
+                Some(Err(error)) => {
+                    let mut error = error.clone();
+                    // The client never sees the server's id for the task, here neither.
+                    if error.message.contains(route.upstream_id.as_str()) {
+                        error.message = error
+                            .message
+                            .replace(route.upstream_id.as_str(), &route.id)
+                            .into();
+                    }
+                    TaskPayload::Failed {
+                        error: match serde_json::to_value(error) {
+                            Ok(Value::Object(error)) => error,
+                            _ => JsonObject::new(),
+                        },
+                    }
+                }
                 None => {
                     let input_requests = state.open_requests();
                     if input_requests.is_empty() {
