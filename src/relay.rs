@@ -5,8 +5,8 @@
 //!   a task (related-task `_meta`) go to the task's owner: the `tasks/result` of its
 //!   2025-era session waiting for it (sent from that request's handler, so that over HTTP it
 //!   rides that request's stream), else the session; a 2026-07-28 task's [`tasks::Bridge`].
-//!   Other server requests go to the session with a call in flight on that server. With none in flight, to the only
-//!   session that sees the server. Several candidates, none, or a session whose client did
+//!   Other server requests go to the session with a call in flight on that server. With
+//!   none in flight, to the only session that sees the server. Several candidates, none, or a session whose client did
 //!   not declare the capability: a JSON-RPC error, never an answer made up by toolgate.
 //!   A 2026-07-28 call takes them as `InputRequiredResult` rounds ([`crate::rounds`]): the
 //!   request goes to that call's [`AskSink`]; a session with several such calls in flight on
@@ -71,7 +71,7 @@ pub enum Route {
     Rounds(AskSink),
     /// A request about a task, to the 2025-era client's `tasks/result` waiting for it: the
     /// job runs in that request's handler, so that over HTTP it rides that request's stream.
-    Waiting(mpsc::Sender<TaskJob>, Peer<RoleServer>),
+    Waiting(mpsc::Sender<TaskJob>),
 }
 
 /// One `tasks/result` waiting for a task: its number and the queue its handler sends from.
@@ -510,7 +510,7 @@ impl Relay {
         drop(inner);
         Some(
             Self::to_client(peer, ask, server).map(|route| match (route, waiting) {
-                (Route::Client(peer), Some(jobs)) => Route::Waiting(jobs, peer),
+                (Route::Client(_), Some(jobs)) => Route::Waiting(jobs),
                 (route, _) => route,
             }),
         )

@@ -110,7 +110,7 @@ async fn ask_for<T: serde::de::DeserializeOwned + Send + 'static>(
     };
     match relay.requester(server, ask, related)? {
         Route::Client(peer) => send(peer, client_task).await.map_err(relayed),
-        Route::Waiting(jobs, _) => {
+        Route::Waiting(jobs) => {
             let (done, answer) = tokio::sync::oneshot::channel();
             let job: TaskJob = Box::new(move |peer| {
                 Box::pin(async move {
@@ -156,16 +156,17 @@ pub(super) async fn answer_stream_request(
 ) -> Option<serde_json::Value> {
     let id = message.get("id")?.clone();
     let method = message.get("method")?.as_str()?.to_owned();
-    let params = message
+    let mut params = message
         .get("params")
         .cloned()
         .unwrap_or_else(|| serde_json::json!({}));
-    let empty = serde_json::Map::new();
-    let meta = params
-        .get("_meta")
+    // The server's `_meta` stays here, as rmcp keeps it out of the requests it decodes.
+    let meta = params.as_object_mut().and_then(|p| p.remove("_meta"));
+    let related = meta
+        .as_ref()
         .and_then(serde_json::Value::as_object)
-        .unwrap_or(&empty);
-    let related = related_task(meta).map(str::to_owned);
+        .and_then(related_task)
+        .map(str::to_owned);
     let related = related.as_deref();
     fn decode<P: serde::de::DeserializeOwned>(params: serde_json::Value) -> Result<P, ErrorData> {
         serde_json::from_value(params)
