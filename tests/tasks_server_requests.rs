@@ -196,8 +196,14 @@ async fn a_stdio_client_answers_during_its_task(work: &Workdir, choice: &str) {
     raw.send(&json!({"jsonrpc": "2.0", "id": asked["id"],
         "result": {"action": "accept", "content": {"interpretation": choice}}}))
         .await;
+    // The server's status notifications come too, under toolgate's id.
+    let mut statuses = Vec::new();
     let done = loop {
         let message = raw.next().await;
+        if message["method"] == "notifications/tasks/status" {
+            assert_eq!(message["params"]["taskId"], task, "{message}");
+            statuses.push(message["params"]["status"].clone());
+        }
         if message["id"] == 51 {
             break message;
         }
@@ -209,6 +215,7 @@ async fn a_stdio_client_answers_during_its_task(work: &Workdir, choice: &str) {
         text.contains(&format!("Research Report: python ({choice})")),
         "{done}"
     );
+    assert!(statuses.contains(&json!("working")), "{statuses:?}");
 }
 
 #[tokio::test]
