@@ -405,8 +405,10 @@ async fn an_http_upstreams_tasks_are_bridged_too() {
     lifecycle(&mut client).await;
 }
 
-#[tokio::test]
-async fn a_failed_task_carries_the_servers_error() {
+/// A stdio client of toolgate in front of the TypeScript SDK task fixture (`counter`: `count`
+/// with optional task support, `fail` that fails as a task), once its tools are in; the
+/// config's directory lives as long as the returned `Workdir`.
+async fn fixture_client(next_id: &mut u64) -> (Workdir, Client) {
     let deps = Deps::installed();
     let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/task_progress_server.cjs");
@@ -417,18 +419,60 @@ async fn a_failed_task_carries_the_servers_error() {
         toml_string(&deps.node_modules.display().to_string()),
     ));
     let mut client = Client::Stdio(Box::new(RawStdio::spawn(&work)));
-    let mut id = 1;
     let started = Instant::now();
-    let created = loop {
-        id += 1;
-        let answer = client.ask(call(id, "counter__fail", json!({}), true)).await;
-        if answer.get("result").is_some() {
-            break answer;
+    loop {
+        *next_id += 1;
+        let answer = client
+            .ask(request(*next_id, "tools/list", json!({}), true))
+            .await;
+        let tools = result(&answer)["tools"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if tools.len() == 2 {
+            return (work, client);
         }
-        // The server is not in yet: the tool is unknown for a moment.
         assert!(started.elapsed() < Duration::from_secs(30), "{answer}");
         tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    }
+}
+
+#[tokio::test]
+async fn an_optional_task_tool_is_a_task_only_for_a_client_that_declares_the_extension() {
+    let mut id = 1;
+    let (_work, mut client) = fixture_client(&mut id).await;
+    id += 1;
+    let plain = client
+        .ask(call(id, "counter__count", json!({"steps": 1}), false))
+        .await;
+    assert_eq!(result(&plain)["resultType"], "complete", "{plain}");
+    assert_eq!(
+        result(&plain)["content"][0]["text"],
+        "counted to 1",
+        "{plain}"
+    );
+    id += 1;
+    let created = client
+        .ask(call(id, "counter__count", json!({"steps": 1}), true))
+        .await;
+    assert_eq!(result(&created)["resultType"], "task", "{created}");
+    let task = result(&created)["taskId"]
+        .as_str()
+        .expect("a task id")
+        .to_owned();
+    let done = client.until(&task, &["completed"], &mut id).await;
+    assert_eq!(
+        done["result"]["content"][0]["text"], "counted to 1",
+        "{done}"
+    );
+}
+
+#[tokio::test]
+async fn a_failed_task_carries_the_servers_error() {
+    let mut id = 1;
+    let (_work, mut client) = fixture_client(&mut id).await;
+    id += 1;
+    let created = client.ask(call(id, "counter__fail", json!({}), true)).await;
     assert_eq!(result(&created)["resultType"], "task", "{created}");
     let task = result(&created)["taskId"]
         .as_str()
