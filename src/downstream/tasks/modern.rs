@@ -122,6 +122,8 @@ impl GatewayService {
             meta: None,
         };
         let created = self.create_task(&view, Some(entry), call, task).await;
+        // `call_of` made this request's session known to the relay.
+        self.forget_request_session_later(context);
         Some(created.map(|created| {
             let bridge = Arc::new(Bridge::new(
                 context.client_capabilities().unwrap_or_default(),
