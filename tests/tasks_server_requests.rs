@@ -106,8 +106,24 @@ async fn http_session(url: &str) -> String {
 
 #[tokio::test]
 async fn over_http_the_tasks_elicitation_rides_its_tasks_result_stream() {
-    let work = everything_stdio();
-    let gateway = HttpGateway::start(&work).await;
+    an_http_client_answers_during_its_task(&everything_stdio()).await;
+}
+
+#[tokio::test]
+async fn over_http_an_http_upstreams_elicitation_rides_the_tasks_result_stream() {
+    let (_server, url) = Deps::installed().everything_over_http().await;
+    let work = Workdir::new(&format!(
+        "[servers.everything]\nurl = {}\n",
+        toml_string(&url)
+    ));
+    an_http_client_answers_during_its_task(&work).await;
+}
+
+/// An HTTP client of `work` (server-everything as `everything`) starts an ambiguous task,
+/// waits in `tasks/result`, gets the server's elicitation on that request's stream and
+/// answers it.
+async fn an_http_client_answers_during_its_task(work: &Workdir) {
+    let gateway = HttpGateway::start(work).await;
     let url = gateway.url.clone();
     let session = http_session(&url).await;
     research_listed(async |message| {
