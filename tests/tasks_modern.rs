@@ -343,6 +343,14 @@ async fn over_http_a_task_belongs_to_the_token_that_created_it() {
             .await;
         assert_eq!(error_code(&answer), -32602, "{method}: {answer}");
     }
+    // The id has a random part: its number alone reaches nothing, even for its owner.
+    let (bare, secret) = task.split_once('.').expect("a random part in the id");
+    assert_eq!(secret.len(), 32, "{task}");
+    id += 1;
+    let answer = mine
+        .ask(request(id, "tasks/get", json!({"taskId": bare}), true))
+        .await;
+    assert_eq!(error_code(&answer), -32602, "{answer}");
     // Still the owner's, and not cancelled by the other's attempt.
     let done = mine.until(&task, &["completed"], &mut id).await;
     assert!(

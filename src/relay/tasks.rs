@@ -88,14 +88,25 @@ pub struct Tasks {
     inner: Mutex<Inner>,
 }
 
-/// The number in a client-visible id `tg-<n>`.
+/// The number in a client-visible id `tg-<n>` (or `tg-<n>.<secret>`).
 fn number_of(id: &str) -> Option<u64> {
-    let digits = id.strip_prefix("tg-")?;
+    let rest = id.strip_prefix("tg-")?;
+    let digits = rest.split_once('.').map_or(rest, |(digits, _)| digits);
     // Only the canonical form: `tg-01` is not `tg-1`.
     if digits.starts_with('0') && digits != "0" {
         return None;
     }
     digits.parse().ok()
+}
+
+/// 128 random bits from the OS, as hex; `None` (logged) without randomness.
+fn secret() -> Option<String> {
+    let mut bytes = [0u8; 16];
+    if let Err(error) = getrandom::fill(&mut bytes) {
+        tracing::error!(%error, "no OS randomness for a task id");
+        return None;
+    }
+    Some(bytes.iter().map(|byte| format!("{byte:02x}")).collect())
 }
 
 impl Tasks {
@@ -114,8 +125,18 @@ impl Tasks {
         held: Held,
     ) -> TaskRoute {
         let number = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        // A 2026-07-28 client's id may be all that guards its task (anonymous HTTP callers
+        // of a profile are one owner): a random part makes it unguessable.
+        let secret = if held.bridge.is_some() {
+            secret()
+        } else {
+            None
+        };
         let route = TaskRoute {
-            id: format!("tg-{number}"),
+            id: match secret {
+                Some(secret) => format!("tg-{number}.{secret}"),
+                None => format!("tg-{number}"),
+            },
             server,
             upstream_id,
             timeout_ms,
@@ -145,18 +166,23 @@ impl Tasks {
     /// The task `id` of `owner`; `None` for any other owner's, or an unknown id.
     pub fn get(&self, owner: &Owner, id: &str) -> Option<TaskRoute> {
         let number = number_of(id)?;
-        self.lock().sessions.get(owner)?.get(&number).cloned()
+        let inner = self.lock();
+        let route = inner.sessions.get(owner)?.get(&number)?;
+        // The whole id, secret included.
+        (route.id == id).then(|| route.clone())
     }
 
     /// Forgets one task (its server no longer knows it).
     pub fn remove(&self, owner: &Owner, id: &str) {
         let Some(number) = number_of(id) else { return };
         let mut inner = self.lock();
-        let Some(route) = inner
-            .sessions
-            .get_mut(owner)
-            .and_then(|tasks| tasks.remove(&number))
-        else {
+        let Some(tasks) = inner.sessions.get_mut(owner) else {
+            return;
+        };
+        if tasks.get(&number).is_none_or(|route| route.id != id) {
+            return;
+        }
+        let Some(route) = tasks.remove(&number) else {
             return;
         };
         inner.owners.remove(&(route.server, route.upstream_id));
@@ -286,6 +312,34 @@ mod tests {
         tasks.forget_session(2);
         assert_eq!(tasks.owner(&server("y"), "7"), None);
         assert_eq!(tasks.get(&two, &b.id), None);
+    }
+
+    #[test]
+    fn a_bridged_tasks_id_has_a_secret_part_that_must_match() {
+        let tasks = Tasks::default();
+        let held = Held {
+            bridge: Some(Arc::new(Bridge::new(Default::default()))),
+            progress: None,
+        };
+        let owner = Owner::Session(1);
+        let route = tasks.add(owner.clone(), server("x"), "7".into(), 1000, held);
+        let (bare, secret) = route.id.split_once('.').expect("a secret part");
+        assert_eq!(secret.len(), 32, "{}", route.id);
+        assert_eq!(tasks.get(&owner, &route.id), Some(route.clone()));
+        assert_eq!(
+            tasks.get(&owner, bare),
+            None,
+            "the number alone is not the id"
+        );
+        let wrong = format!("{bare}.{}", "0".repeat(32));
+        assert_eq!(tasks.get(&owner, &wrong), None);
+        tasks.remove(&owner, &wrong);
+        assert!(
+            tasks.get(&owner, &route.id).is_some(),
+            "a wrong id removes nothing"
+        );
+        tasks.remove(&owner, &route.id);
+        assert_eq!(tasks.get(&owner, &route.id), None);
     }
 
     #[test]
