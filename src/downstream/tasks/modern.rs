@@ -10,7 +10,8 @@
 //!   task handle to it, and the server will not run the tool otherwise.
 //! - **Ownership.** The id is bound to the caller ([`Owner`]): the connection over stdio,
 //!   the profile and a SHA-256 of the bearer token over HTTP (a 2026-07-28 request has no
-//!   session). Another caller's id is unknown: `-32602`.
+//!   session). Another caller's id is unknown: `-32602`. The id carries 128 random bits
+//!   (anonymous HTTP callers of a profile are one owner).
 //! - **`tasks/get`** asks the upstream's `tasks/get` and answers with its state. While the
 //!   upstream task waits for input, or once it has ended, toolgate keeps a `tasks/result`
 //!   running upstream ([`Bridge`]): the requests it brings are the `inputRequests` of an
