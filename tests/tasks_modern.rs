@@ -264,18 +264,36 @@ async fn lifecycle(client: &mut Client) {
         .ask(request(id, "tasks/get", json!({"taskId": task}), false))
         .await;
     assert_eq!(error_code(&answer), -32021, "{answer}");
-    // ...and no task handle: the required tool cannot run for it (-32021, naming the
-    // extension), a tool without task support runs as always.
+    // ...and no task handle: the required tool runs as a plain call, toolgate waiting for
+    // the task's result; what the server asks meanwhile comes as input rounds.
+    let arguments = json!({"topic": "python", "ambiguous": true});
     id += 1;
     let answer = client
-        .ask(call(id, RESEARCH, json!({"topic": "no tasks"}), false))
+        .ask(call(id, RESEARCH, arguments.clone(), false))
         .await;
-    assert_eq!(error_code(&answer), -32021, "{answer}");
-    assert_eq!(
-        answer["error"]["data"]["requiredCapabilities"]["extensions"][EXTENSION],
-        json!({}),
+    let round = result(&answer);
+    assert_eq!(round["resultType"], "input_required", "{answer}");
+    let (key, asked) = round["inputRequests"]
+        .as_object()
+        .and_then(|requests| requests.iter().next())
+        .map(|(key, asked)| (key.clone(), asked.clone()))
+        .unwrap_or_else(|| panic!("an input request: {answer}"));
+    assert_eq!(asked["method"], "elicitation/create", "{answer}");
+    id += 1;
+    let mut retry = call(id, RESEARCH, arguments, false);
+    retry["params"]["requestState"] = round["requestState"].clone();
+    retry["params"]["inputResponses"] =
+        json!({key: {"action": "accept", "content": {"interpretation": "comedy"}}});
+    let answer = client.ask(retry).await;
+    assert_eq!(result(&answer)["resultType"], "complete", "{answer}");
+    let text = result(&answer)["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.contains("Research Report: python (comedy)"),
         "{answer}"
     );
+    assert!(result(&answer).get("taskId").is_none(), "{answer}");
     id += 1;
     let answer = client
         .ask(call(id, "echo__echo", json!({"text": "hi"}), true))

@@ -70,7 +70,7 @@ impl GatewayService {
     }
 
     /// Continues the exchange `state` names, or starts `work` as a new one; then drives it.
-    async fn in_rounds<Fut>(
+    pub(super) async fn in_rounds<Fut>(
         &self,
         what: What,
         state: Option<String>,

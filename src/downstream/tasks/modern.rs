@@ -5,9 +5,10 @@
 //!   server declares `execution.taskSupport` (`optional` or `required`) goes upstream as a
 //!   task-augmented call (every pipeline stage before the upstream runs, as for a 2025 task);
 //!   the client gets a `CreateTaskResult` (`resultType: "task"`) with toolgate's id. A client
-//!   that does not declare the extension gets a plain call for an `optional` tool and
-//!   `-32021` (Missing Required Client Capability) for a `required` one: SEP-2663 forbids a
-//!   task handle to it, and the server will not run the tool otherwise.
+//!   that does not declare the extension may not get a task handle (SEP-2663): an `optional`
+//!   tool runs as a plain call, a `required` one (which the server runs only as a task) as
+//!   an upstream task that toolgate waits out within the tool's timeout, answering with its
+//!   result; what the server asks meanwhile comes to the client as input rounds.
 //! - **Ownership.** The id is bound to the caller ([`Owner`]): the connection over stdio,
 //!   the profile and a SHA-256 of the bearer token over HTTP (a 2026-07-28 request has no
 //!   session). Another caller's id is unknown: `-32602`. The id carries 128 random bits
@@ -26,9 +27,9 @@ use std::{sync::Arc, time::Duration};
 use rmcp::{
     ErrorData as McpError, RoleServer,
     model::{
-        CallToolRequestParams, CallToolResponse, ClientCapabilities, CreateTaskResult,
-        DetailedTask, ErrorCode, GetTaskResult, InputResponses, JsonObject, Task, TaskAckResult,
-        TaskPayload, TaskStatus,
+        CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities,
+        CreateTaskResult, DetailedTask, ErrorCode, GetTaskResult, InputResponses, JsonObject,
+        ResultType, Task, TaskAckResult, TaskPayload, TaskStatus,
     },
     service::RequestContext,
 };
@@ -39,13 +40,17 @@ use super::{
     TaskRequest, offers_tasks, rename_related, task_support,
 };
 use crate::{
+    registry::ToolEntry,
     relay::tasks::{Bridge, BridgeState, Held, Owner, TaskRoute},
-    upstream::Limit,
+    rounds::{AskSink, Outcome, Step, What},
+    upstream::{Limit, UpstreamError},
 };
 
 /// How long `tasks/get` waits for the requests of an upstream task that says it waits for
 /// input (they come through the `tasks/result` toolgate sends when it sees that status).
 const INPUT_GRACE: Duration = Duration::from_millis(1500);
+/// How long the cancel of a task toolgate gave up waiting for may take.
+const CANCEL_WAIT: Duration = Duration::from_secs(5);
 
 fn missing_extension() -> McpError {
     McpError::missing_required_client_capability(
@@ -106,7 +111,10 @@ impl GatewayService {
             return None;
         }
         if !declares_tasks(context) {
-            return (support == "required").then(|| Err(missing_extension()));
+            if support != "required" {
+                return None;
+            }
+            return Some(self.waited_task_call(request, entry, context).await);
         }
         let call = CallRequest {
             name: request.name.to_string(),
@@ -147,6 +155,120 @@ impl GatewayService {
                 .unwrap_or_default();
             CallToolResponse::Task(CreateTaskResult::new(modern_task(&route.id, &seed)))
         }))
+    }
+
+    /// A `required` task tool called by a 2026-07-28 client without the extension, which may
+    /// not get a task handle (SEP-2663): toolgate runs the upstream task and answers with
+    /// its result once it ends, as a plain call within the tool's timeout. What the server
+    /// asks meanwhile reaches the client as input rounds, as during any call.
+    async fn waited_task_call(
+        &self,
+        request: &CallToolRequestParams,
+        entry: Arc<ToolEntry>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let what = What {
+            method: "tools/call",
+            name: request.name.to_string(),
+        };
+        let peer = context.peer.clone();
+        let traceparent = super::super::traceparent_of(context);
+        let subject = super::super::subject_of(context);
+        let (name, arguments) = (request.name.to_string(), request.arguments.clone());
+        let step = self
+            .in_rounds(what, None, None, context, move |service, sink, cancel| {
+                let call = CallRequest {
+                    name,
+                    arguments,
+                    progress: None,
+                    cancel: cancel.clone(),
+                    traceparent,
+                    subject,
+                };
+                let call = service.call_of(&peer, call, Some(sink.clone()));
+                async move { Outcome::Tool(service.wait_for_task(entry, call, sink, cancel).await) }
+            })
+            .await?;
+        match step {
+            Step::Done(Outcome::Tool(result)) => result.map(Into::into),
+            Step::Done(_) => Err(McpError::internal_error(
+                "a tools/call exchange ended with another request's result",
+                None,
+            )),
+            Step::Input(input) => Ok(CallToolResponse::InputRequired(input)),
+        }
+    }
+
+    /// Creates the upstream task for `call` and waits for its result (`tasks/result`).
+    async fn wait_for_task(
+        &self,
+        entry: Arc<ToolEntry>,
+        call: crate::pipeline::Call,
+        sink: AskSink,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> Result<CallToolResult, McpError> {
+        let view = self.view();
+        let task = TaskRequest {
+            task: Value::Object(Map::new()),
+            meta: None,
+        };
+        let created = self.create_task(&view, Some(entry), call, task).await?;
+        let server = created.entry.server.clone();
+        let upstream = self.gateway.upstreams.get(&server).ok_or_else(|| {
+            McpError::internal_error(format!("server \"{server}\" is not configured"), None)
+        })?;
+        let mut params = Map::new();
+        params.insert("taskId".into(), Value::String(created.upstream_id));
+        let limit = Limit {
+            timeout: Duration::from_millis(created.entry.policy.timeout_ms),
+            cancel,
+            // What the server asks during the task goes to this call's rounds.
+            caller: Some((self.session, Some(sink))),
+        };
+        match upstream
+            .json_request("tasks/result", params.clone(), limit)
+            .await
+        {
+            Ok(mut result) => {
+                // The task is this call's own business: its id is not shown.
+                if let Some(Value::Object(meta)) = result.get_mut("_meta") {
+                    meta.remove(super::RELATED_TASK);
+                    if meta.is_empty() {
+                        result.remove("_meta");
+                    }
+                }
+                let mut result: CallToolResult = serde_json::from_value(Value::Object(result))
+                    .map_err(|error| {
+                        McpError::internal_error(
+                            format!(
+                                "server \"{server}\" answered tasks/result with no tool result: {error}"
+                            ),
+                            Some(serde_json::json!({"code": "UPSTREAM_PROTOCOL"})),
+                        )
+                    })?;
+                // A 2026-07-28 result says what it is.
+                result.result_type.get_or_insert(ResultType::COMPLETE);
+                Ok(result)
+            }
+            Err(UpstreamError::Rpc { error, .. }) => Err(error),
+            Err(failure) => {
+                // Given up (timed out, cancelled): so is the task, as far as toolgate can.
+                let limit = Limit {
+                    timeout: CANCEL_WAIT,
+                    cancel: tokio_util::sync::CancellationToken::new(),
+                    caller: None,
+                };
+                self.gateway.tasks().spawn(async move {
+                    if let Err(error) = upstream.json_request("tasks/cancel", params, limit).await {
+                        tracing::debug!(%error, "could not cancel an abandoned task");
+                    }
+                });
+                Err(McpError::internal_error(
+                    format!("tools/call: {failure}"),
+                    Some(serde_json::json!({"code": failure.code()})),
+                ))
+            }
+        }
     }
 
     /// A task request of a 2026-07-28 client (renamed by the fronts like a 2025 one).
