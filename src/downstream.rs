@@ -183,10 +183,14 @@ impl GatewayService {
 
 impl ServerHandler for GatewayService {
     /// Tools always; prompts, resources (with subscribe), completions and logging when a
-    /// server this profile sees offers them.
+    /// server this profile sees offers them; the 2026-07-28 Tasks extension when a tool it
+    /// sees may run as a task (taken out of a 2025-era `initialize` answer:
+    /// [`tasks::handshake_patch`]).
     fn get_info(&self) -> ServerConfig {
-        let mut features = self.view().offers().features();
-        if self.gateway.first_starts_pending() {
+        let view = self.view();
+        let mut features = view.offers().features();
+        let pending = self.gateway.first_starts_pending();
+        if pending {
             // `initialize` is answered before slow servers are in, and what they offer is
             // unknown yet: declare it all, so that their prompts and resources can be
             // announced with `list_changed` when they arrive.
@@ -212,6 +216,12 @@ impl ServerHandler for GatewayService {
         }
         if features.logging {
             capabilities.logging = Some(Default::default());
+        }
+        if pending || tasks::offers_tasks(&view) {
+            capabilities
+                .extensions
+                .get_or_insert_default()
+                .insert(rmcp::model::TASKS_EXTENSION_ID.into(), Default::default());
         }
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("toolgate", env!("CARGO_PKG_VERSION")))
@@ -240,6 +250,9 @@ impl ServerHandler for GatewayService {
     ) -> Result<CallToolResponse, McpError> {
         self.settled().await?;
         if Self::modern(&context) {
+            if let Some(answer) = self.modern_task_call(&request, &context).await {
+                return answer;
+            }
             return self.call_in_rounds(request, context).await;
         }
         let traceparent = traceparent_of(&context);

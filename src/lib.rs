@@ -48,8 +48,9 @@
 //!   completion and logging level are answered from the view and forwarded to their server;
 //!   the four lists are answered as JSON with every upstream field ([`downstream::faithful`]);
 //!   tasks (MCP 2025-11-25: task-augmented `tools/call`, `tasks/*`) are renamed the same way
-//!   and routed to the owning server under per-session ids ([`downstream::tasks`],
-//!   [`relay::tasks`]).
+//!   and routed to the owning server under per-owner ids ([`downstream::tasks`],
+//!   [`relay::tasks`]); a 2026-07-28 client's tasks (the SEP-2663 extension) are bridged onto
+//!   the upstream's 2025-11-25 ones ([`relay::tasks::Bridge`]).
 //! - [`import`]: `toolgate import`: a client's MCP config (Claude Desktop, Cursor, VS Code,
 //!   Windsurf) → `servers.toml`, secrets moved to `${VAR}`s; the snippet for the client.
 //! - [`telemetry`]: the `tools/call` span of every call (hooks and upstream requests as

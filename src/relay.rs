@@ -1,9 +1,12 @@
 //! Routes what an upstream sends unasked (log messages, resource updates, sampling, elicitation and roots requests) to the client sessions it belongs to.
 //!
 //! The rules (README, "What passes through"):
-//! - **Server requests** (`sampling/createMessage`, `elicitation/create`, `roots/list`) go to
-//!   the session with a call in flight on that server. With none in flight, to the only
-//!   session that sees the server. Several candidates, none, or a session whose client did
+//! - **Server requests** (`sampling/createMessage`, `elicitation/create`, `roots/list`) about
+//!   a task (related-task `_meta`) go to the task's owner: the `tasks/result` of its
+//!   2025-era session waiting for it (sent from that request's handler, so that over HTTP it
+//!   rides that request's stream), else the session; a 2026-07-28 task's [`tasks::Bridge`].
+//!   Other server requests go to the session with a call in flight on that server. With
+//!   none in flight, to the only session that sees the server. Several candidates, none, or a session whose client did
 //!   not declare the capability: a JSON-RPC error, never an answer made up by toolgate.
 //!   A 2026-07-28 call takes them as `InputRequiredResult` rounds ([`crate::rounds`]): the
 //!   request goes to that call's [`AskSink`]; a session with several such calls in flight on
@@ -37,7 +40,7 @@ use rmcp::{
     },
     service::Peer,
 };
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 use crate::{
     config::{ProfileName, ServerId},
@@ -66,7 +69,17 @@ pub enum Route {
     Client(Peer<RoleServer>),
     /// An input request of a 2026-07-28 call.
     Rounds(AskSink),
+    /// A request about a task, to the 2025-era client's `tasks/result` waiting for it: the
+    /// job runs in that request's handler, so that over HTTP it rides that request's stream.
+    Waiting(mpsc::Sender<TaskJob>),
 }
+
+/// One `tasks/result` waiting for a task: its number and the queue its handler sends from.
+type Waiting = (u64, mpsc::Sender<TaskJob>);
+
+/// Sends one request to a client through the peer it is given, and hands on the answer.
+pub type TaskJob =
+    Box<dyn FnOnce(Peer<RoleServer>) -> futures::future::BoxFuture<'static, ()> + Send>;
 
 /// What an upstream asks a client for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,6 +124,9 @@ struct Inner {
     sessions: HashMap<SessionId, Session>,
     /// Per server, one entry per call in flight.
     in_flight: HashMap<ServerId, Vec<Busy>>,
+    /// (server, upstream task id) → the `tasks/result` requests of its 2025-era client
+    /// waiting for it (numbered), which send what the server asks about the task.
+    waiting: HashMap<(ServerId, String), Vec<Waiting>>,
 }
 
 /// One call in flight on a server.
@@ -146,6 +162,25 @@ impl Drop for InFlight {
             }
             if calls.is_empty() {
                 inner.in_flight.remove(&self.server);
+            }
+        }
+    }
+}
+
+/// A client's `tasks/result` waiting for a task: ends when dropped.
+pub struct TaskWait {
+    relay: Arc<Relay>,
+    key: (ServerId, String),
+    number: u64,
+}
+
+impl Drop for TaskWait {
+    fn drop(&mut self) {
+        let mut inner = self.relay.lock();
+        if let Some(waiting) = inner.waiting.get_mut(&self.key) {
+            waiting.retain(|(number, _)| *number != self.number);
+            if waiting.is_empty() {
+                inner.waiting.remove(&self.key);
             }
         }
     }
@@ -244,6 +279,29 @@ impl Relay {
             relay: self.clone(),
             server: server.clone(),
             call,
+        }
+    }
+
+    /// A 2025-era client waits in `tasks/result` for the task `upstream_id` of `server`:
+    /// what the server asks about the task is queued on `jobs`, for that request's handler to
+    /// send (rmcp sends a request on the stream of the request whose handler sends it).
+    pub fn await_task(
+        self: &Arc<Self>,
+        server: &ServerId,
+        upstream_id: &str,
+        jobs: mpsc::Sender<TaskJob>,
+    ) -> TaskWait {
+        let number = self.next_call.fetch_add(1, Ordering::Relaxed);
+        let key = (server.clone(), upstream_id.to_owned());
+        self.lock()
+            .waiting
+            .entry(key.clone())
+            .or_default()
+            .push((number, jobs));
+        TaskWait {
+            relay: self.clone(),
+            key,
+            number,
         }
     }
 
@@ -370,8 +428,16 @@ impl Relay {
     }
 
     /// Where `ask` from `server` must go (module doc), or the error to answer the upstream
-    /// with.
-    pub fn requester(&self, server: &ServerId, ask: Ask) -> Result<Route, ErrorData> {
+    /// with. `related`: the upstream task the request belongs to (its related-task `_meta`).
+    pub fn requester(
+        &self,
+        server: &ServerId,
+        ask: Ask,
+        related: Option<&str>,
+    ) -> Result<Route, ErrorData> {
+        if let Some(route) = related.and_then(|id| self.task_requester(server, ask, id)) {
+            return route;
+        }
         let inner = self.lock();
         let candidates = self.audience(&inner, server);
         let method = ask.method();
@@ -411,6 +477,52 @@ impl Relay {
                 ));
             }
         };
+        Self::to_client(peer, ask, server)
+    }
+
+    /// Where a request about the task `upstream_id` goes: the task's own client, whatever
+    /// else is in flight on the server; `None` for a task no client of toolgate owns.
+    fn task_requester(
+        &self,
+        server: &ServerId,
+        ask: Ask,
+        upstream_id: &str,
+    ) -> Option<Result<Route, ErrorData>> {
+        let (owner, route) = self.tasks.owner(server, upstream_id)?;
+        if let Some(bridge) = &route.bridge {
+            return Some(if bridge.sink.declared(ask) {
+                Ok(Route::Rounds(bridge.sink.clone()))
+            } else {
+                Err(undeclared(ask.method(), server))
+            });
+        }
+        let tasks::Owner::Session(session) = owner else {
+            return None;
+        };
+        let inner = self.lock();
+        let peer = inner.sessions.get(&session).map(|s| s.peer.clone());
+        // The latest `tasks/result` waiting for the task, else the session itself.
+        let waiting = inner
+            .waiting
+            .get(&(server.clone(), upstream_id.to_owned()))
+            .and_then(|waiting| waiting.last())
+            .map(|(_, jobs)| jobs.clone());
+        drop(inner);
+        Some(
+            Self::to_client(peer, ask, server).map(|route| match (route, waiting) {
+                (Route::Client(_), Some(jobs)) => Route::Waiting(jobs),
+                (route, _) => route,
+            }),
+        )
+    }
+
+    /// `ask` sent to a 2025-era session's client, if it can take it.
+    fn to_client(
+        peer: Option<Peer<RoleServer>>,
+        ask: Ask,
+        server: &ServerId,
+    ) -> Result<Route, ErrorData> {
+        let method = ask.method();
         let Some(peer) = peer else {
             return Err(ErrorData::new(
                 ErrorCode::METHOD_NOT_FOUND,

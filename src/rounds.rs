@@ -178,7 +178,7 @@ impl AskSink {
 }
 
 /// Checks that `value` is an answer of the type `ask` expects.
-fn check_answer(ask: Ask, value: &Value) -> Result<(), String> {
+pub(crate) fn check_answer(ask: Ask, value: &Value) -> Result<(), String> {
     let checked = match ask {
         Ask::Sampling => serde_json::from_value::<CreateMessageResult>(value.clone()).map(drop),
         Ask::Elicitation => serde_json::from_value::<ElicitResult>(value.clone()).map(drop),

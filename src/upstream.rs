@@ -43,7 +43,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use crate::{config::ServerId, registry::passthrough::Offer, relay::Relay};
 use client::UpstreamClient;
 pub use passthrough::Limit;
-pub use progress::ProgressRoutes;
+pub use progress::{ProgressRoute, ProgressRoutes};
 pub use servers::{Retiring, Upstreams};
 pub(crate) use size_guard::find_id;
 

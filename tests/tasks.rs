@@ -379,43 +379,9 @@ async fn http_sessions_keep_their_tasks_apart_and_profiles_without_tasks_offer_n
     }
 }
 
-/// server-everything as a streamable HTTP upstream on a free port; killed on drop.
-async fn everything_over_http() -> (tokio::process::Child, String) {
-    let deps = Deps::installed();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let mut child = tokio::process::Command::new(&deps.node)
-        .arg(deps.server_js("server-everything"))
-        .arg("streamableHttp")
-        .env("PORT", port.to_string())
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn server-everything");
-    let stderr = child.stderr.take().expect("stderr piped");
-    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stderr));
-    tokio::time::timeout(Duration::from_secs(30), async {
-        while let Some(line) = lines.next_line().await.expect("read stderr") {
-            if line.contains("listening on port") {
-                return;
-            }
-        }
-        panic!("server-everything exited before listening");
-    })
-    .await
-    .expect("server-everything listens within 30s");
-    // Keep its stderr drained.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    (child, format!("http://127.0.0.1:{port}/mcp"))
-}
-
 #[tokio::test]
 async fn an_http_upstream_runs_tasks_through_a_stdio_client() {
-    let (_server, url) = everything_over_http().await;
+    let (_server, url) = Deps::installed().everything_over_http().await;
     let work = Workdir::new(&format!(
         "[servers.everything]\nurl = {}\n\n{}",
         toml_string(&url),

@@ -76,7 +76,8 @@ pub fn reread(
             | R::ListResourcesRequest(_)
             | R::ListResourceTemplatesRequest(_)
             | R::GetTaskRequest(_)
-            | R::CancelTaskRequest(_) => true,
+            | R::CancelTaskRequest(_)
+            | R::UpdateTaskRequest(_) => true,
             R::CustomRequest(custom) => custom.method.starts_with("tasks/"),
             R::CallToolRequest(_) => super::tasks::may_carry_task(line),
             _ => false,

@@ -32,7 +32,7 @@ impl GatewayService {
     }
 
     /// Who may continue an exchange this request parks.
-    fn owner(&self, context: &RequestContext<RoleServer>) -> Owner {
+    pub(super) fn owner(&self, context: &RequestContext<RoleServer>) -> Owner {
         match context.extensions.get::<http::request::Parts>() {
             Some(parts) => {
                 let credential = parts
@@ -49,8 +49,28 @@ impl GatewayService {
         }
     }
 
+    /// Over HTTP a 2026-07-28 request's handler (and session number) is its own: the relay
+    /// forgets that session shortly after its work is done (what the upstream said just
+    /// before its answer may still be on its way). Over stdio the session stays.
+    pub(super) fn forget_request_session_later(&self, context: &RequestContext<RoleServer>) {
+        if !matches!(self.owner(context), Owner::Http { .. }) {
+            return;
+        }
+        let (relay, session) = (self.gateway.relay.clone(), self.session);
+        let stop = self.gateway.shutdown_token().clone();
+        self.gateway.tasks().spawn(async move {
+            tokio::select! {
+                // Late messages of the request had their time.
+                () = tokio::time::sleep(LATE_MESSAGES) => {}
+                // The gateway is stopping.
+                () = stop.cancelled() => {}
+            }
+            relay.unregister(session);
+        });
+    }
+
     /// Continues the exchange `state` names, or starts `work` as a new one; then drives it.
-    async fn in_rounds<Fut>(
+    pub(super) async fn in_rounds<Fut>(
         &self,
         what: What,
         state: Option<String>,

@@ -1,4 +1,4 @@
-//! Tasks (MCP 2025-11-25): a task-augmented `tools/call`, `tasks/get`, `tasks/result`, `tasks/list` and `tasks/cancel`, routed to the server that owns the task.
+//! Tasks (MCP 2025-11-25): a task-augmented `tools/call`, `tasks/get`, `tasks/result`, `tasks/list` and `tasks/cancel`, routed to the server that owns the task; 2026-07-28's Tasks extension is bridged onto them (`modern`).
 //!
 //! rmcp 3.11 knows only the SEP-2663 form of tasks, so, as with the lists
 //! ([`super::faithful`]), the fronts rename these requests to private methods before rmcp
@@ -9,6 +9,9 @@
 //! by one of this session's (`tg-<n>`, [`crate::relay::tasks`]). Post hooks and output checks
 //! do not run on a task's result: `tasks/result` relays it as the server wrote it.
 
+mod handshake;
+mod modern;
+
 use std::time::Duration;
 
 use rmcp::{
@@ -18,26 +21,31 @@ use rmcp::{
 };
 use serde_json::{Map, Value};
 
+pub use handshake::{capability, handshake_patch, handshake_patch_for};
+
 use super::{CallRequest, GatewayService};
 use crate::{
     error,
     pipeline::TaskRequest,
-    relay::tasks::{TaskRoute, Tasks},
+    relay::tasks::{Held, Owner, TaskRoute, Tasks},
     upstream::{Limit, UpstreamError},
 };
 
 /// Tasks per `tasks/list` page.
 const PAGE: usize = 50;
+/// Requests of a server about one task that may wait to be sent at once.
+const JOBS: usize = 16;
 /// The `_meta` key naming the task a message belongs to.
 const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 
-/// The task methods and the private names they are renamed to; a task-augmented
-/// `tools/call` (params with `task`) becomes [`TASK_CALL`].
-const METHODS: [(&str, &str); 4] = [
+/// The task methods of both eras and the private names they are renamed to; a
+/// task-augmented `tools/call` (params with `task`) becomes [`TASK_CALL`].
+const METHODS: [(&str, &str); 5] = [
     ("tasks/get", "toolgate/tasks/get"),
     ("tasks/result", "toolgate/tasks/result"),
     ("tasks/list", "toolgate/tasks/list"),
     ("tasks/cancel", "toolgate/tasks/cancel"),
+    ("tasks/update", "toolgate/tasks/update"),
 ];
 const TASK_CALL: &str = "toolgate/tasks/call";
 
@@ -76,36 +84,13 @@ pub fn offers_tasks(view: &crate::registry::View) -> bool {
         .any(|entry| matches!(task_support(&entry.extra), "optional" | "required"))
 }
 
-/// The `tasks` capability (2025-11-25) toolgate declares when [`offers_tasks`].
-pub fn capability() -> Value {
-    serde_json::json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}})
-}
-
-/// Adds `capabilities.tasks` to the answer to `initialize` (a whole JSON-RPC response) when
-/// the session's profile offers tasks, or while what the servers offer is unknown yet. A
-/// 2026-07-28 `server/discover` is left alone: that era has no core `tasks` capability.
-pub fn handshake_patch(service: &GatewayService) -> super::lines::HandshakePatch {
-    handshake_patch_for(service.gateway.clone(), service.profile.clone())
-}
-
-/// [`handshake_patch`] for a session of `profile`.
-pub fn handshake_patch_for(
-    gateway: std::sync::Arc<crate::gateway::Gateway>,
-    profile: crate::config::ProfileName,
-) -> super::lines::HandshakePatch {
-    std::sync::Arc::new(move |message: &mut Value| {
-        let offered = gateway.first_starts_pending()
-            || gateway
-                .view(&profile)
-                .is_some_and(|view| offers_tasks(&view));
-        if offered
-            && let Some(Value::Object(capabilities)) = message
-                .get_mut("result")
-                .and_then(|r| r.get_mut("capabilities"))
-        {
-            capabilities.insert("tasks".into(), capability());
-        }
-    })
+/// A task an upstream created for a call.
+struct Created {
+    /// The upstream's `CreateTaskResult`.
+    result: Map<String, Value>,
+    entry: std::sync::Arc<crate::registry::ToolEntry>,
+    upstream_id: String,
+    progress: Option<crate::upstream::ProgressRoute>,
 }
 
 fn invalid(message: String) -> McpError {
@@ -149,9 +134,19 @@ impl GatewayService {
                 ))));
             }
         };
+        if Self::modern(context) {
+            return Some(self.modern_task_request(public, params, context).await);
+        }
+        if public == "tasks/update" {
+            return Some(Err(McpError::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                "tasks/update: a 2026-07-28 Tasks extension method; this session speaks 2025-11-25",
+                None,
+            )));
+        }
         if public != "tools/call"
             && !offers_tasks(&self.view())
-            && !self.gateway.relay.tasks.has_tasks(self.session)
+            && !self.gateway.relay.tasks.has_tasks(&self.legacy_owner())
         {
             // Like the other capabilities: not declared, not served.
             return Some(Err(McpError::new(
@@ -210,10 +205,15 @@ impl GatewayService {
                 None,
             ));
         }
-        // Task progress is not relayed: the token would outlive the call it belongs to.
+        // The client's progress token goes with the task (the upstream gets one of
+        // toolgate's, routed to the client for the task's life). rmcp takes a request's
+        // `_meta` out of its params (into `context.meta`).
+        let mut progress = context.meta.get_progress_token();
         let meta = match params.remove("_meta") {
             Some(Value::Object(mut meta)) => {
-                meta.remove("progressToken");
+                if let Some(token) = meta.remove("progressToken") {
+                    progress = serde_json::from_value(token).ok();
+                }
                 (!meta.is_empty()).then_some(meta)
             }
             _ => None,
@@ -221,20 +221,50 @@ impl GatewayService {
         let request = CallRequest {
             name,
             arguments,
-            progress: None,
+            progress,
             progress_stream: None,
             cancel: context.ct.clone(),
             traceparent: super::traceparent_of(context),
             subject: super::subject_of(context),
         };
         let call = self.call_of(&context.peer, request, None);
-        let outcome = self
-            .gateway
-            .pipeline
-            .execute_task(&view, call, TaskRequest { task, meta })
-            .await;
-        let mut result = match outcome {
-            Ok(result) => result,
+        let Created {
+            mut result,
+            entry,
+            upstream_id,
+            progress,
+        } = self
+            .create_task(&view, entry, call, TaskRequest { task, meta })
+            .await?;
+        let route = self.gateway.relay.tasks.add(
+            self.legacy_owner(),
+            entry.server.clone(),
+            upstream_id,
+            entry.policy.timeout_ms,
+            Held {
+                bridge: None,
+                progress,
+            },
+        );
+        if let Some(task) = result.get_mut("task") {
+            task["taskId"] = Value::String(route.id.clone());
+        }
+        rename_related(&mut result, &route.id);
+        Ok(Value::Object(result))
+    }
+
+    /// Runs a task-augmented call through the pipeline: the upstream's `CreateTaskResult`,
+    /// the tool's entry, and the upstream's task id. No task created: a protocol error.
+    async fn create_task(
+        &self,
+        view: &std::sync::Arc<crate::registry::View>,
+        entry: Option<std::sync::Arc<crate::registry::ToolEntry>>,
+        call: crate::pipeline::Call,
+        task: TaskRequest,
+    ) -> Result<Created, McpError> {
+        let outcome = self.gateway.pipeline.execute_task(view, call, task).await;
+        let (result, progress) = match outcome {
+            Ok(created) => created,
             Err(failure) => {
                 tracing::debug!(code = failure.code(), "{failure}");
                 // No task was created: a protocol error, which a client expecting a
@@ -275,17 +305,17 @@ impl GatewayService {
                     Some(serde_json::json!({"code": "UPSTREAM_PROTOCOL"})),
                 )
             })?;
-        let route = self.gateway.relay.tasks.add(
-            self.session,
-            entry.server.clone(),
+        Ok(Created {
+            result,
+            entry,
             upstream_id,
-            entry.policy.timeout_ms,
-        );
-        if let Some(task) = result.get_mut("task") {
-            task["taskId"] = Value::String(route.id.clone());
-        }
-        rename_related(&mut result, &route.id);
-        Ok(Value::Object(result))
+            progress,
+        })
+    }
+
+    /// The owner of a 2025-era session's tasks: the session.
+    fn legacy_owner(&self) -> Owner {
+        Owner::Session(self.session)
     }
 
     /// A `tools/call` without its `task`, answered as rmcp's handler answers any call.
@@ -335,9 +365,13 @@ impl GatewayService {
         } else {
             Duration::from_millis(self.gateway.config().call_timeout_ms)
         };
-        let mut result = self
-            .ask(&route, method, forwarded, timeout, context)
-            .await?;
+        let mut result = if method == "tasks/result" {
+            self.await_result(&route, forwarded, timeout, context)
+                .await?
+        } else {
+            self.ask(&route, method, forwarded, timeout, context)
+                .await?
+        };
         // `tasks/get` and `tasks/cancel` answer with the task; `tasks/result` with the
         // tool's result, which is left as it is but for its related-task `_meta`.
         if method != "tasks/result" && result.contains_key("taskId") {
@@ -345,6 +379,36 @@ impl GatewayService {
         }
         rename_related(&mut result, &route.id);
         Ok(Value::Object(result))
+    }
+
+    /// `tasks/result`: waits for the task's result; meanwhile what the server asks about the
+    /// task is sent from here, so that over HTTP it rides this request's stream.
+    async fn await_result(
+        &self,
+        route: &TaskRoute,
+        params: Map<String, Value>,
+        timeout: Duration,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Map<String, Value>, McpError> {
+        use futures::StreamExt as _;
+        let (jobs, mut queued) = tokio::sync::mpsc::channel(JOBS);
+        let _waiting = self
+            .gateway
+            .relay
+            .await_task(&route.server, &route.upstream_id, jobs);
+        let answer = self.ask(route, "tasks/result", params, timeout, context);
+        tokio::pin!(answer);
+        let mut running = futures::stream::FuturesUnordered::new();
+        loop {
+            tokio::select! {
+                // The task ended (or the wait failed): requests still open are withdrawn.
+                answer = &mut answer => return answer,
+                // The server asks the client something about the task.
+                Some(job) = queued.recv() => running.push(job(context.peer.clone())),
+                // A request was answered and its answer handed on.
+                Some(()) = running.next(), if !running.is_empty() => {}
+            }
+        }
     }
 
     /// `tasks/list`: this session's tasks (never another's), each as its server says now.
@@ -365,7 +429,7 @@ impl GatewayService {
         };
         let tasks = &self.gateway.relay.tasks;
         let (page, more) = tasks
-            .page(self.session, cursor, PAGE)
+            .page(&self.legacy_owner(), cursor, PAGE)
             .ok_or_else(|| invalid(format!("tasks/list: unknown cursor {cursor:?}")))?;
         let timeout = Duration::from_millis(self.gateway.config().call_timeout_ms);
         let asks = page.iter().map(|route| async move {
@@ -385,7 +449,7 @@ impl GatewayService {
                 }
                 // The server no longer knows it (its ttl passed): forgotten here too.
                 Err(error) if error.code == ErrorCode::INVALID_PARAMS => {
-                    tasks.remove(self.session, &route.id);
+                    tasks.remove(&self.legacy_owner(), &route.id);
                 }
                 // Its server is down or slow: left out of this page, kept for later.
                 Err(error) => {
@@ -416,7 +480,7 @@ impl GatewayService {
         self.gateway
             .relay
             .tasks
-            .get(self.session, id)
+            .get(&self.legacy_owner(), id)
             .ok_or_else(|| invalid(format!("{method}: task not found: {id:?}")))
     }
 
@@ -490,7 +554,11 @@ mod tests {
             private_method("tasks/result", None),
             Some("toolgate/tasks/result")
         );
-        assert_eq!(private_method("tasks/update", None), None);
+        assert_eq!(
+            private_method("tasks/update", None),
+            Some("toolgate/tasks/update")
+        );
+        assert_eq!(private_method("tasks/nonsense", None), None);
         assert!(may_carry_task(br#"{"params":{"task":{}}}"#));
         assert!(!may_carry_task(br#"{"params":{"tasks":{}}}"#));
     }

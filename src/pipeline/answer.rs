@@ -15,6 +15,8 @@ pub enum Answer {
     Task {
         server: crate::config::ServerId,
         result: serde_json::Map<String, serde_json::Value>,
+        /// Relays the task's progress to the client while kept.
+        progress: Option<crate::upstream::ProgressRoute>,
     },
 }
 

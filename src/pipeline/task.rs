@@ -9,7 +9,8 @@ use crate::upstream::{CallContext, Upstream, UpstreamError};
 pub struct TaskRequest {
     /// The client's `task` (e.g. `{"ttl": 60000}`), forwarded as it came.
     pub task: serde_json::Value,
-    /// The client's `_meta`, without its `progressToken` (task progress is not relayed).
+    /// The client's `_meta`, without its `progressToken` (the call's progress sink carries
+    /// it; the upstream gets a token of toolgate's).
     pub meta: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
@@ -22,12 +23,20 @@ impl Pipeline {
         view: &Arc<View>,
         call: Call,
         task: TaskRequest,
-    ) -> Result<serde_json::Map<String, serde_json::Value>, CallError> {
+    ) -> Result<
+        (
+            serde_json::Map<String, serde_json::Value>,
+            Option<crate::upstream::ProgressRoute>,
+        ),
+        CallError,
+    > {
         match self
             .execute_by(view, call, false, Some(Arc::new(task)), None)
             .await?
         {
-            Answer::Task { result, .. } => Ok(result),
+            Answer::Task {
+                result, progress, ..
+            } => Ok((result, progress)),
             other => Err(CallError::Upstream(UpstreamError::Protocol {
                 server: crate::config::ServerId::global(crate::config::ServerName::gateway()),
                 detail: format!(
@@ -54,8 +63,22 @@ pub(super) async fn dispatch(
         serde_json::Value::Object(call.arguments.clone()),
     );
     params.insert("task".into(), task.task.clone());
-    if let Some(meta) = &task.meta {
-        params.insert("_meta".into(), serde_json::Value::Object(meta.clone()));
+    let mut meta = task.meta.clone().unwrap_or_default();
+    // The task's progress keeps its token past this call: a route of its own, kept with
+    // the task (MCP 2025-11-25).
+    let progress = match context.progress {
+        Some(sink) => {
+            let (token, route) = upstream.task_progress(sink).await;
+            meta.insert(
+                "progressToken".into(),
+                serde_json::to_value(&token).unwrap_or_default(),
+            );
+            Some(route)
+        }
+        None => None,
+    };
+    if !meta.is_empty() {
+        params.insert("_meta".into(), serde_json::Value::Object(meta));
     }
     let limit = crate::upstream::Limit {
         timeout: std::time::Duration::from_millis(entry.policy.timeout_ms),
@@ -66,5 +89,6 @@ pub(super) async fn dispatch(
     Ok(Answer::Task {
         server: entry.server.clone(),
         result,
+        progress,
     })
 }

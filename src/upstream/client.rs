@@ -20,8 +20,11 @@ use tokio::sync::Notify;
 use super::{ProgressRoutes, flood::LogBudget};
 use crate::{
     config::ServerId,
-    relay::{Ask, Relay, Route},
+    relay::{Ask, Relay, Route, TaskJob},
 };
+
+/// The `_meta` key naming the task a message belongs to.
+const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 
 /// What the supervisor re-imports when the server announces a change.
 #[derive(Clone)]
@@ -56,39 +59,17 @@ impl UpstreamClient {
         }
     }
 
-    /// Asks the client that `ask` belongs to, and relays its answer or error: a 2025-era
-    /// session gets `request` sent, a 2026-07-28 call gets `input` as an input request.
-    async fn ask_client<T: serde::de::DeserializeOwned>(
+    /// Asks the client that `ask` belongs to (see [`ask_for`]); the upstream's cancel of
+    /// its request withdraws it.
+    async fn ask_client<T: serde::de::DeserializeOwned + Send + 'static>(
         &self,
         ask: Ask,
         context: &RequestContext<RoleClient>,
         input: impl FnOnce() -> InputRequest,
-        request: impl AsyncFnOnce(rmcp::service::Peer<rmcp::RoleServer>) -> Result<T, ServiceError>,
+        send: SendTo<T>,
     ) -> Result<T, ErrorData> {
-        let answer = async {
-            match self.relay.requester(&self.server, ask)? {
-                Route::Client(peer) => request(peer).await.map_err(|error| match error {
-                    ServiceError::McpError(error) => error,
-                    other => ErrorData::internal_error(
-                        format!("toolgate could not relay the request to its client: {other}"),
-                        None,
-                    ),
-                }),
-                Route::Rounds(sink) => {
-                    let value = sink.ask(ask, input()).await?;
-                    // Checked when the client sent it; decoded here into what rmcp sends on.
-                    serde_json::from_value(value).map_err(|error| {
-                        ErrorData::internal_error(
-                            format!(
-                                "the client's answer to {} could not be read: {error}",
-                                ask.method()
-                            ),
-                            None,
-                        )
-                    })
-                }
-            }
-        };
+        let related = related_task(&context.meta);
+        let answer = ask_for(&self.relay, &self.server, ask, related, input, send);
         tokio::select! {
             // The client answered, or the request failed.
             answer = answer => answer,
@@ -96,6 +77,208 @@ impl UpstreamClient {
             () = context.ct.cancelled() => Err(ErrorData::internal_error("cancelled by the server", None)),
         }
     }
+}
+
+/// The upstream task a request's `_meta` names (MCP 2025-11-25: a request about a task does).
+fn related_task(meta: &serde_json::Map<String, serde_json::Value>) -> Option<&str> {
+    meta.get(RELATED_TASK)
+        .and_then(|r| r.get("taskId"))
+        .and_then(serde_json::Value::as_str)
+}
+
+/// Asks the client that `ask` from `server` belongs to, and relays its answer or error: a
+/// 2025-era session gets the request `send` makes, a 2026-07-28 call or task gets `input`
+/// as an input request. `related`: the upstream task the request is about.
+async fn ask_for<T: serde::de::DeserializeOwned + Send + 'static>(
+    relay: &Relay,
+    server: &ServerId,
+    ask: Ask,
+    related: Option<&str>,
+    input: impl FnOnce() -> InputRequest,
+    send: SendTo<T>,
+) -> Result<T, ErrorData> {
+    // The task as its client knows it, for the request's own related-task `_meta`.
+    let client_task = related
+        .and_then(|id| relay.tasks.owner(server, id))
+        .map(|(_, route)| route.id);
+    let relayed = |error: ServiceError| match error {
+        ServiceError::McpError(error) => error,
+        other => ErrorData::internal_error(
+            format!("toolgate could not relay the request to its client: {other}"),
+            None,
+        ),
+    };
+    match relay.requester(server, ask, related)? {
+        Route::Client(peer) => send(peer, client_task).await.map_err(relayed),
+        Route::Waiting(jobs) => {
+            let (done, answer) = tokio::sync::oneshot::channel();
+            let job: TaskJob = Box::new(move |peer| {
+                Box::pin(async move {
+                    // The upstream may have given up on it meanwhile.
+                    let _ = done.send(send(peer, client_task).await);
+                })
+            });
+            let gone = || {
+                ErrorData::internal_error(
+                    format!(
+                        "the client's tasks/result ended before it answered {}",
+                        ask.method()
+                    ),
+                    None,
+                )
+            };
+            jobs.send(job).await.map_err(|_| gone())?;
+            answer.await.map_err(|_| gone())?.map_err(relayed)
+        }
+        Route::Rounds(sink) => {
+            let value = sink.ask(ask, input()).await?;
+            // Checked when the client sent it; decoded here into what rmcp sends on.
+            serde_json::from_value(value).map_err(|error| {
+                ErrorData::internal_error(
+                    format!(
+                        "the client's answer to {} could not be read: {error}",
+                        ask.method()
+                    ),
+                    None,
+                )
+            })
+        }
+    }
+}
+
+/// Answers one request an HTTP server sent on the stream of a request toolgate posted
+/// beside rmcp ([`super::http_lists`]): `message` is the whole JSON-RPC request, the
+/// answer the whole JSON-RPC response; `None` for a message that is no request.
+pub(super) async fn answer_stream_request(
+    relay: Arc<Relay>,
+    server: ServerId,
+    message: serde_json::Value,
+) -> Option<serde_json::Value> {
+    let id = message.get("id")?.clone();
+    let method = message.get("method")?.as_str()?.to_owned();
+    let mut params = message
+        .get("params")
+        .cloned()
+        .unwrap_or_else(|| serde_json::json!({}));
+    // The server's `_meta` stays here, as rmcp keeps it out of the requests it decodes.
+    let meta = params.as_object_mut().and_then(|p| p.remove("_meta"));
+    let related = meta
+        .as_ref()
+        .and_then(serde_json::Value::as_object)
+        .and_then(related_task)
+        .map(str::to_owned);
+    let related = related.as_deref();
+    fn decode<P: serde::de::DeserializeOwned>(params: serde_json::Value) -> Result<P, ErrorData> {
+        serde_json::from_value(params)
+            .map_err(|error| ErrorData::invalid_params(error.to_string(), None))
+    }
+    fn encode<T: serde::Serialize>(
+        answer: Result<T, ErrorData>,
+    ) -> Result<serde_json::Value, ErrorData> {
+        answer.and_then(|result| {
+            serde_json::to_value(result)
+                .map_err(|error| ErrorData::internal_error(error.to_string(), None))
+        })
+    }
+    let answer = match method.as_str() {
+        "elicitation/create" => match decode::<ElicitRequestParams>(params) {
+            Ok(request) => {
+                let input = request.clone();
+                encode(
+                    ask_for(
+                        &relay,
+                        &server,
+                        Ask::Elicitation,
+                        related,
+                        || InputRequest::Elicitation(ElicitRequest::new(input)),
+                        Box::new(|peer, task| {
+                            Box::pin(async move {
+                                peer.create_elicitation(with_related(request, task.as_deref()))
+                                    .await
+                            })
+                        }),
+                    )
+                    .await,
+                )
+            }
+            Err(error) => Err(error),
+        },
+        "sampling/createMessage" => match decode::<CreateMessageRequestParams>(params) {
+            Ok(request) => {
+                let input = request.clone();
+                encode(
+                    ask_for(
+                        &relay,
+                        &server,
+                        Ask::Sampling,
+                        related,
+                        || InputRequest::CreateMessage(CreateMessageRequest::new(input)),
+                        Box::new(|peer, task| {
+                            Box::pin(async move {
+                                peer.create_message(with_related(request, task.as_deref()))
+                                    .await
+                            })
+                        }),
+                    )
+                    .await,
+                )
+            }
+            Err(error) => Err(error),
+        },
+        "roots/list" => encode(
+            ask_for(
+                &relay,
+                &server,
+                Ask::Roots,
+                related,
+                || InputRequest::ListRoots(ListRootsRequest::default()),
+                Box::new(|peer, _| Box::pin(async move { peer.list_roots().await })),
+            )
+            .await,
+        ),
+        "ping" => Ok(serde_json::json!({})),
+        other => Err(ErrorData::new(
+            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            format!("{other}: not a request toolgate answers for its clients"),
+            None,
+        )),
+    };
+    Some(match answer {
+        Ok(result) => serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err(error) => serde_json::json!({"jsonrpc": "2.0", "id": id, "error": error}),
+    })
+}
+
+/// Sends a request to a client session through the peer it is given; the second argument
+/// is the client's id of the task the request is about.
+type SendTo<T> = Box<
+    dyn FnOnce(
+            rmcp::service::Peer<rmcp::RoleServer>,
+            Option<String>,
+        ) -> futures::future::BoxFuture<'static, Result<T, ServiceError>>
+        + Send,
+>;
+
+/// `params` with `_meta` naming the client's task `id` (MCP 2025-11-25: a request about a
+/// task says so); unchanged without one.
+fn with_related<T: serde::Serialize + serde::de::DeserializeOwned>(
+    params: T,
+    id: Option<&str>,
+) -> T {
+    let Some(id) = id else { return params };
+    let Ok(mut value) = serde_json::to_value(&params) else {
+        return params;
+    };
+    let Some(object) = value.as_object_mut() else {
+        return params;
+    };
+    let meta = object
+        .entry("_meta")
+        .or_insert_with(|| serde_json::Value::Object(Default::default()));
+    if let Some(meta) = meta.as_object_mut() {
+        meta.insert(RELATED_TASK.into(), serde_json::json!({"taskId": id}));
+    }
+    serde_json::from_value(value).unwrap_or(params)
 }
 
 impl ClientHandler for UpstreamClient {
@@ -128,7 +311,12 @@ impl ClientHandler for UpstreamClient {
             Ask::Sampling,
             &context,
             || InputRequest::CreateMessage(CreateMessageRequest::new(input)),
-            async |peer| peer.create_message(params).await,
+            Box::new(|peer, task| {
+                Box::pin(async move {
+                    peer.create_message(with_related(params, task.as_deref()))
+                        .await
+                })
+            }),
         )
         .await
     }
@@ -143,7 +331,12 @@ impl ClientHandler for UpstreamClient {
             Ask::Elicitation,
             &context,
             || InputRequest::Elicitation(ElicitRequest::new(input)),
-            async |peer| peer.create_elicitation(request).await,
+            Box::new(|peer, task| {
+                Box::pin(async move {
+                    peer.create_elicitation(with_related(request, task.as_deref()))
+                        .await
+                })
+            }),
         )
         .await
     }
@@ -156,7 +349,7 @@ impl ClientHandler for UpstreamClient {
             Ask::Roots,
             &context,
             || InputRequest::ListRoots(ListRootsRequest::default()),
-            async |peer| peer.list_roots().await,
+            Box::new(|peer, _| Box::pin(async move { peer.list_roots().await })),
         )
         .await
     }

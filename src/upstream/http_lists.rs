@@ -2,8 +2,10 @@
 //!
 //! rmcp's transport uses [`BoundedHttp`], which notes the session, the token and the headers
 //! of the requests it sends. [`HttpLists::page`] then posts one list request with them itself
-//! and reads the answer, JSON or an SSE stream, up to the event that answers it. Other
-//! messages on that stream (a server's log or progress while it lists) are not relayed.
+//! and reads the answer, JSON or an SSE stream, up to the event that answers it. A request
+//! the server makes on that stream (an elicitation during a task's `tasks/result`) is
+//! answered through the handler given ([`HttpLists::request_with`]) and the answer posted
+//! back; other messages on it (a server's log or progress while it lists) are not relayed.
 
 use std::sync::{
     Arc, Mutex,
@@ -16,6 +18,14 @@ use super::{
     bounded_http::{BoundedHttp, Seen},
     oauth::AuthWatch,
 };
+
+/// Answers a request a server sent on a response stream: the whole JSON-RPC request in, the
+/// whole JSON-RPC response out (`None`: nothing to send back).
+pub type StreamRequests =
+    Arc<dyn Fn(Value) -> futures::future::BoxFuture<'static, Option<Value>> + Send + Sync>;
+
+/// Requests of the server on one response stream answered at once; more wait.
+const STREAM_REQUESTS: usize = 16;
 
 /// Reads list pages from one HTTP server, on the session rmcp's client ([`BoundedHttp`]) noted.
 pub struct HttpLists {
@@ -60,20 +70,20 @@ impl HttpLists {
 
     /// The whole answer (`result` or `error`) to one request, posted on rmcp's session.
     pub async fn request(&self, method: &str, params: Map<String, Value>) -> Result<Value, String> {
-        let seen = self
-            .seen
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-            .ok_or_else(|| format!("{method}: no session with the server yet"))?;
-        let id = format!("tg-list-{}", self.next.fetch_add(1, Ordering::Relaxed));
-        let body =
-            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        let mut request = self
-            .client
+        self.request_with(method, params, None).await
+    }
+
+    /// The last session rmcp's requests carried.
+    fn seen(&self) -> Option<Seen> {
+        self.seen.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// A POST of `body` on the session `seen`.
+    fn post(client: &reqwest::Client, seen: &Seen, body: &Value) -> reqwest::RequestBuilder {
+        let mut request = client
             .post(seen.uri.as_ref())
             .header(http::header::ACCEPT, "application/json, text/event-stream")
-            .json(&body);
+            .json(body);
         if let Some(auth) = &seen.auth {
             request = request.bearer_auth(auth);
         }
@@ -83,6 +93,26 @@ impl HttpLists {
         if let Some(session) = &seen.session {
             request = request.header("mcp-session-id", session.as_ref());
         }
+        request
+    }
+
+    /// [`Self::request`]; the server's requests on the answer's stream go to `on_request`,
+    /// and its answers back to the server.
+    pub async fn request_with(
+        &self,
+        method: &str,
+        params: Map<String, Value>,
+        on_request: Option<&StreamRequests>,
+    ) -> Result<Value, String> {
+        let seen = self
+            .seen()
+            .ok_or_else(|| format!("{method}: no session with the server yet"))?;
+        let id = format!("tg-list-{}", self.next.fetch_add(1, Ordering::Relaxed));
+        let body =
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let request = Self::post(&self.client, &seen, &body);
+        // The server's requests being answered; dropped (abandoned) with the answer.
+        let mut answering = tokio::task::JoinSet::new();
         let mut response = request.send().await.map_err(|e| format!("{method}: {e}"))?;
         if !response.status().is_success() {
             let status = response.status().as_u16();
@@ -124,6 +154,9 @@ impl HttpLists {
                     if let Some(answer) = answer_to(&data, &id) {
                         return Ok(answer);
                     }
+                    if let Some(handler) = on_request {
+                        self.answer_request(&data, handler, &seen, &mut answering);
+                    }
                 }
             } else {
                 body.extend_from_slice(&chunk);
@@ -135,6 +168,43 @@ impl HttpLists {
             ));
         }
         serde_json::from_slice(&body).map_err(|e| format!("{method}: unreadable answer: {e}"))
+    }
+}
+
+impl HttpLists {
+    /// Answers the request in `data`, if it is one, in a task of `answering`; the answer is
+    /// posted on the session `seen`.
+    fn answer_request(
+        &self,
+        data: &str,
+        handler: &StreamRequests,
+        seen: &Seen,
+        answering: &mut tokio::task::JoinSet<()>,
+    ) {
+        let Ok(message) = serde_json::from_str::<Value>(data) else {
+            return;
+        };
+        if message.get("method").is_none() || message.get("id").is_none() {
+            return;
+        }
+        while answering.try_join_next().is_some() {}
+        if answering.len() >= STREAM_REQUESTS {
+            tracing::debug!("a server request on a response stream is dropped: too many open");
+            return;
+        }
+        let (handler, client, seen) = (handler.clone(), self.client.clone(), seen.clone());
+        answering.spawn(async move {
+            let Some(reply) = handler(message).await else {
+                return;
+            };
+            match Self::post(&client, &seen, &reply).send().await {
+                Ok(response) if response.status().is_success() => {}
+                Ok(response) => {
+                    tracing::debug!(status = %response.status(), "the server refused an answer to its request")
+                }
+                Err(error) => tracing::debug!(%error, "could not answer the server's request"),
+            }
+        });
     }
 }
 

@@ -100,3 +100,25 @@ impl Drop for RouteGuard {
         }
     }
 }
+
+/// The route of a task's progress (MCP 2025-11-25: a task-augmented request's token stays
+/// live for the task's life): removed when dropped, with the task.
+pub struct ProgressRoute(#[allow(dead_code)] RouteGuard);
+
+impl std::fmt::Debug for ProgressRoute {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProgressRoute")
+    }
+}
+
+impl ProgressRoutes {
+    /// Routes progress for `token` (toolgate's, sent upstream) to `sink` until the route drops.
+    pub(super) async fn route(
+        self: &Arc<Self>,
+        token: ProgressToken,
+        sink: ProgressSink,
+    ) -> ProgressRoute {
+        self.routes.lock().await.insert(token.clone(), sink);
+        ProgressRoute(RouteGuard::new(self.clone(), token))
+    }
+}

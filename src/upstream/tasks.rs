@@ -32,7 +32,10 @@ impl Upstream {
         let answer = async {
             match &json {
                 JsonLists::Stdio(link) => self.stdio_request(link, method, &params, &limit).await,
-                JsonLists::Http(http) => match http.request(method, params.clone()).await {
+                JsonLists::Http(http) => match http
+                    .request_with(method, params.clone(), Some(&self.stream_requests()))
+                    .await
+                {
                     Ok(answer) => self.answer_of(method, answer),
                     Err(reason) => Err(UpstreamError::Unavailable {
                         server: self.name.clone(),
@@ -149,6 +152,34 @@ impl Upstream {
             server: self.name.clone(),
             detail: format!("{method}: {detail}"),
         }
+    }
+
+    /// A progress token for a task-augmented call and the route that relays its progress to
+    /// `sink` for as long as the route is kept (the task's life).
+    pub async fn task_progress(
+        &self,
+        sink: super::ProgressSink,
+    ) -> (rmcp::model::ProgressToken, super::ProgressRoute) {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let number = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let token = rmcp::model::ProgressToken(rmcp::model::NumberOrString::String(
+            format!("tg-task-{number}").into(),
+        ));
+        let route = self.progress.route(token.clone(), sink).await;
+        (token, route)
+    }
+
+    /// Answers what an HTTP server asks on the stream of a task request (an elicitation
+    /// during `tasks/result`), as its requests on rmcp's session are answered.
+    fn stream_requests(&self) -> super::http_lists::StreamRequests {
+        let (relay, server) = (self.relay.clone(), self.name.clone());
+        std::sync::Arc::new(move |message| {
+            Box::pin(super::client::answer_stream_request(
+                relay.clone(),
+                server.clone(),
+                message,
+            ))
+        })
     }
 
     /// While a task request runs, the server's requests (elicitation, sampling) go to its session.
