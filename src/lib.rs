@@ -10,7 +10,9 @@
 //! - [`upstream`]: one rmcp client per server (stdio child in its own process group, or
 //!   streamable HTTP) under a supervisor task that imports tools, follows `list_changed`,
 //!   pings, and restarts with backoff; forwards calls, cancels and progress; every answer is
-//!   bounded by `max_message_bytes` (stdio lines, HTTP bodies and SSE events). Reports
+//!   bounded by `max_message_bytes` (stdio lines, HTTP bodies and SSE events). An HTTP server
+//!   with `auth` is signed in to as an OAuth client ([`upstream::oauth`]: `toolgate login`,
+//!   stored and refreshed tokens, client_credentials tokens renewed). Reports
 //!   [`upstream::UpstreamEvent`]s (a dead server's are withdrawn); never touches the registry.
 //! - [`registry`]: pure (no I/O, no async). Each layer's tools (global servers, each
 //!   profile's own servers), named by the prefix policy ([`registry::names`]), merged and
@@ -44,7 +46,8 @@
 //!   (`SHUTTING_DOWN`), calls in flight finish within `drain_grace_ms`, the rest are cancelled.
 //! - [`downstream`]: the rmcp `ServerHandler` clients talk to, bound to a profile, over stdio
 //!   or HTTP (`/mcp`, `/mcp/{profile}`, bearer tokens: static, or an identity provider's JWTs
-//!   with [`downstream::http::oauth`]; `/metrics`); prompts, resources,
+//!   with [`downstream::http::oauth`], a session bound to the subject that opened it;
+//!   `/metrics`); prompts, resources,
 //!   completion and logging level are answered from the view and forwarded to their server;
 //!   the four lists are answered as JSON with every upstream field ([`downstream::faithful`]);
 //!   tasks (MCP 2025-11-25: task-augmented `tools/call`, `tasks/*`) are renamed the same way
