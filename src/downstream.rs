@@ -419,12 +419,18 @@ impl ServerHandler for GatewayService {
 
     fn accepted_subscription_filter(
         &self,
-        _requested: &SubscriptionFilter,
+        requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
         let mut accepted = SubscriptionFilter::new();
         accepted.tools_list_changed = Some(true);
         accepted.prompts_list_changed = Some(true);
         accepted.resources_list_changed = Some(true);
+        // Only resources this profile has (rmcp keeps those the client asked for, if the
+        // profile advertises `resources.subscribe`).
+        accepted.resource_subscriptions = requested
+            .resource_subscriptions
+            .as_deref()
+            .map(|uris| self.routable(uris));
         Some(accepted)
     }
 
@@ -434,19 +440,63 @@ impl ServerHandler for GatewayService {
         // what a list shows once the gateway is ready; only later arrivals are announced.
         let _ = self.gateway.ready().await;
         let mut announced = announce::Marks::of(&mut views, &self.profile);
+        let resources = context
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
+        let mut listening = match resources.is_empty() {
+            true => None,
+            false => Some(
+                self.listen_to(&resources, context.request_context())
+                    .await?,
+            ),
+        };
+        let ended =
+            self.listen_until_ended(&context, &mut views, &mut announced, listening.as_mut());
+        let ended = ended.await;
+        if let Some(listening) = listening {
+            self.stop_listening(listening.id).await;
+        }
+        ended
+    }
+}
+
+impl GatewayService {
+    /// Writes on a listen stream what changed (lists, subscribed resources) until the client
+    /// ends it, the gateway stops or the stream is gone.
+    async fn listen_until_ended(
+        &self,
+        context: &SubscriptionContext,
+        views: &mut tokio::sync::watch::Receiver<Arc<crate::registry::Views>>,
+        announced: &mut announce::Marks,
+        mut listening: Option<&mut crate::relay::Listening>,
+    ) -> Result<(), McpError> {
         let stop = self.gateway.shutdown_token();
         loop {
+            let updated = async {
+                match listening.as_mut() {
+                    Some(listening) => listening.updates.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 // The client ended the subscription.
                 () = context.cancelled() => return Ok(()),
                 // The gateway is stopping: end the stream gracefully.
                 () = stop.cancelled() => return Ok(()),
+                // A subscribed resource changed: named as the client named it.
+                Some(uri) = updated => {
+                    if context.sink().notify_resource_updated(uri).await.is_err() {
+                        return Ok(());
+                    }
+                }
                 // A new view: announce what really changed for this client.
                 changed = views.changed() => {
                     if changed.is_err() {
                         return Ok(());
                     }
-                    let now = announce::Marks::of(&mut views, &self.profile);
+                    let now = announce::Marks::of(views, &self.profile);
                     let sink = context.sink();
                     let sent = async {
                         if now.tools != announced.tools {
@@ -463,7 +513,7 @@ impl ServerHandler for GatewayService {
                     if sent.await.is_err() {
                         return Ok(());
                     }
-                    announced = now;
+                    *announced = now;
                 }
             }
         }

@@ -23,6 +23,8 @@
 // clients and servers use them, and this module exists to relay them.
 #![allow(deprecated)]
 
+mod listeners;
+pub use listeners::Listening;
 pub mod tasks;
 
 use std::{
@@ -127,6 +129,22 @@ struct Inner {
     /// (server, upstream task id) → the `tasks/result` requests of its 2025-era client
     /// waiting for it (numbered), which send what the server asks about the task.
     waiting: HashMap<(ServerId, String), Vec<Waiting>>,
+    /// 2026-07-28 `subscriptions/listen` streams with resource subscriptions
+    /// ([`listeners`]).
+    listeners: HashMap<u64, listeners::Listener>,
+}
+
+impl Inner {
+    /// Whether any session or listen stream is subscribed to (server, upstream URI).
+    fn subscribed(&self, key: &(ServerId, String)) -> bool {
+        self.sessions
+            .values()
+            .any(|s| s.subscriptions.contains_key(key))
+            || self
+                .listeners
+                .values()
+                .any(|l| l.subscriptions.contains_key(key))
+    }
 }
 
 /// One call in flight on a server.
@@ -248,12 +266,7 @@ impl Relay {
         };
         gone.subscriptions
             .into_keys()
-            .filter(|key| {
-                !inner
-                    .sessions
-                    .values()
-                    .any(|s| s.subscriptions.contains_key(key))
-            })
+            .filter(|key| !inner.subscribed(key))
             .collect()
     }
 
@@ -330,10 +343,7 @@ impl Relay {
     ) -> bool {
         let mut inner = self.lock();
         let key = (server.clone(), upstream.to_owned());
-        let first = !inner
-            .sessions
-            .values()
-            .any(|s| s.subscriptions.contains_key(&key));
+        let first = !inner.subscribed(&key);
         if let Some(s) = inner.sessions.get_mut(&session) {
             s.subscriptions.insert(key, exposed.to_owned());
         }
@@ -347,10 +357,7 @@ impl Relay {
         if let Some(s) = inner.sessions.get_mut(&session) {
             s.subscriptions.remove(&key);
         }
-        !inner
-            .sessions
-            .values()
-            .any(|s| s.subscriptions.contains_key(&key))
+        !inner.subscribed(&key)
     }
 
     /// Sessions whose profile's view includes `server`.
@@ -408,11 +415,13 @@ impl Relay {
         }
     }
 
-    /// Relays `notifications/resources/updated` to the sessions subscribed to it.
+    /// Relays `notifications/resources/updated` to the sessions and listen streams
+    /// subscribed to it.
     pub async fn resource_updated(&self, server: &ServerId, uri: &str) {
         let key = (server.clone(), uri.to_owned());
         let targets: Vec<(Peer<RoleServer>, String)> = {
             let inner = self.lock();
+            listeners::tell(&inner, &key);
             inner
                 .sessions
                 .values()

@@ -178,6 +178,63 @@ impl GatewayService {
         Ok(())
     }
 
+    /// The URIs of `requested` that name a resource of this profile (what a
+    /// `subscriptions/listen` stream may subscribe to).
+    pub(super) fn routable(&self, requested: &[String]) -> Vec<String> {
+        requested
+            .iter()
+            .filter(|uri| self.route(uri).is_ok())
+            .cloned()
+            .collect()
+    }
+
+    /// Subscribes a 2026-07-28 listen stream to `uris` (the client's URIs): registered with
+    /// the relay, and upstream where it is the first subscriber. A refused upstream
+    /// subscription ends the stream with that error.
+    pub(super) async fn listen_to(
+        &self,
+        uris: &[String],
+        context: &RequestContext<RoleServer>,
+    ) -> Result<crate::relay::Listening, McpError> {
+        let mut resources = Vec::new();
+        for uri in uris {
+            let route = self.route(uri)?;
+            resources.push((route.server, route.upstream_uri, uri.clone()));
+        }
+        let listening = self.gateway.relay.listen(resources);
+        for (server, upstream_uri) in &listening.first {
+            let subscribed = match self.upstream(server) {
+                Ok(upstream) => upstream
+                    .subscribe(upstream_uri.clone(), self.limit(context, false))
+                    .await
+                    .map_err(error::request_failed),
+                Err(error) => Err(error),
+            };
+            if let Err(error) = subscribed {
+                self.stop_listening(listening.id).await;
+                return Err(error);
+            }
+        }
+        Ok(listening)
+    }
+
+    /// The listen stream `id` ended: unsubscribes upstream from what no one holds any more.
+    pub(super) async fn stop_listening(&self, id: u64) {
+        for (server, uri) in self.gateway.relay.stop_listening(id) {
+            let Ok(upstream) = self.upstream(&server) else {
+                continue;
+            };
+            let limit = Limit {
+                timeout: Duration::from_millis(self.gateway.config().call_timeout_ms),
+                cancel: self.gateway.shutdown_token().child_token(),
+                caller: None,
+            };
+            if let Err(failure) = upstream.unsubscribe(uri, limit).await {
+                tracing::debug!(%server, "unsubscribe after a listen stream ended failed: {failure}");
+            }
+        }
+    }
+
     pub(super) async fn unsubscribe_from(
         &self,
         uri: String,

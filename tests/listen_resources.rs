@@ -1,0 +1,112 @@
+//! 2026-07-28 clients subscribe to resources on their `subscriptions/listen` stream (`resourceSubscriptions`), over stdio and HTTP: only resources of their profile are acknowledged, and an upstream's `notifications/resources/updated` reaches the stream under the URI the client gave, for the subscribed resource only.
+
+mod common;
+
+use std::{process::Stdio, time::Duration};
+
+use common::*;
+use rmcp::{
+    ClientLifecycleMode, ClientServiceExt,
+    model::{ProtocolVersion, ServerNotification, SubscriptionFilter},
+    transport::{StreamableHttpClientTransport, TokioChildProcess},
+};
+use serde_json::json;
+
+const LIMIT: Duration = Duration::from_secs(10);
+
+fn modern() -> ClientLifecycleMode {
+    ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    }
+}
+
+/// The notes server, its URIs namespaced (`notes+note://…`), beside a second one (so that a
+/// URI of neither routes nowhere).
+fn notes() -> Workdir {
+    Workdir::new(&format!(
+        "[gateway]\nprefix = \"always\"\n\n{}{}",
+        server_toml("notes", "notes_server", &[]),
+        server_toml("more", "notes_server", &[]),
+    ))
+}
+
+async fn stdio_client(work: &Workdir) -> Client {
+    let mut command = tokio::process::Command::new(toolgate());
+    command.arg("--config").arg(work.config()).arg("serve");
+    let (transport, _) = TokioChildProcess::builder(command)
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn toolgate");
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        Recorder::default().serve_with_lifecycle(transport, modern()),
+    )
+    .await
+    .expect("discover in time")
+    .expect("2026-07-28 discover over stdio")
+}
+
+async fn http_client(gateway: &HttpGateway) -> Client {
+    let transport = StreamableHttpClientTransport::from_uri(gateway.url.as_str());
+    tokio::time::timeout(
+        LIMIT,
+        Recorder::default().serve_with_lifecycle(transport, modern()),
+    )
+    .await
+    .expect("discover in time")
+    .expect("2026-07-28 discover over HTTP")
+}
+
+async fn hears_updates_of_what_it_subscribed_to(client: &Client) {
+    let mut filter = SubscriptionFilter::new();
+    filter.resource_subscriptions = Some(vec![
+        "notes+note://today".to_owned(),
+        "nowhere://unknown".to_owned(),
+    ]);
+    let mut subscription = tokio::time::timeout(LIMIT, client.listen(filter))
+        .await
+        .expect("listen acknowledged in time")
+        .expect("subscriptions/listen accepted");
+    assert_eq!(
+        subscription.acknowledged().resource_subscriptions,
+        Some(vec!["notes+note://today".to_owned()]),
+        "only the profile's resource is acknowledged"
+    );
+
+    // Another note changes first: nothing for this stream. Then the subscribed one.
+    call(client, "notes__touch", json!({"name": "elsewhere"}))
+        .await
+        .expect("touch elsewhere");
+    call(client, "notes__touch", json!({"name": "today"}))
+        .await
+        .expect("touch today");
+    let notification = tokio::time::timeout(LIMIT, subscription.next())
+        .await
+        .expect("an update on the listen stream in time")
+        .expect("the listen stream is healthy")
+        .expect("the listen stream is still open");
+    match notification {
+        ServerNotification::ResourceUpdatedNotification(updated) => {
+            assert_eq!(updated.params.uri, "notes+note://today");
+        }
+        other => panic!("expected a resource update, got {other:?}"),
+    }
+    subscription.cancel().await.expect("end the subscription");
+}
+
+#[tokio::test]
+async fn a_stdio_client_hears_its_resource_updates_on_listen() {
+    let work = notes();
+    let client = stdio_client(&work).await;
+    hears_updates_of_what_it_subscribed_to(&client).await;
+    client.cancel().await.ok();
+}
+
+#[tokio::test]
+async fn an_http_client_hears_its_resource_updates_on_listen() {
+    let work = notes();
+    let gateway = HttpGateway::start(&work).await;
+    let client = http_client(&gateway).await;
+    hears_updates_of_what_it_subscribed_to(&client).await;
+    client.cancel().await.ok();
+}
