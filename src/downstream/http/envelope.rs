@@ -13,7 +13,7 @@ use axum::{
     http::{StatusCode, header::CONTENT_TYPE},
     response::{IntoResponse, Response},
 };
-use http_body_util::{BodyExt, Limited};
+use http_body_util::BodyExt;
 use rmcp::model::{ErrorData, JsonRpcError, RequestId};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -32,27 +32,79 @@ pub fn body_cap(max_message_bytes: usize) -> usize {
 
 /// Reads the whole body within `deadline` and `cap` bytes: 408 or 413 otherwise, so a slow
 /// or endless body cannot hold a connection and a buffer forever.
+///
+/// A body over the cap is read on (and dropped) up to [`DRAIN_BYTES`] more, for at most
+/// [`DRAIN_TIME`], before the 413 goes out: a client still writing its body when the answer
+/// came would otherwise see its connection reset (a broken pipe) rather than the 413.
 pub async fn read_body(body: Body, deadline: Duration, cap: usize) -> Result<Bytes, Refusal> {
-    let limited = Limited::new(body, cap);
-    match tokio::time::timeout(deadline, limited.collect()).await {
-        Ok(Ok(collected)) => Ok(collected.to_bytes()),
-        Ok(Err(error)) if error.is::<http_body_util::LengthLimitError>() => Err(Refusal::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("the request body exceeds {cap} bytes"),
-        )),
-        Ok(Err(error)) => Err(Refusal::new(
-            StatusCode::BAD_REQUEST,
-            format!("could not read the request body: {error}"),
-        )),
-        Err(_) => Err(Refusal::new(
-            StatusCode::REQUEST_TIMEOUT,
-            format!(
-                "the request body did not arrive within {}s",
-                deadline.as_secs()
-            ),
-        )),
+    let mut body = body;
+    // A body of one frame (the usual) is kept as it came, without a copy.
+    let mut first: Option<Bytes> = None;
+    let mut collected: Vec<u8> = Vec::new();
+    let reading = async {
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|error| {
+                Refusal::new(
+                    StatusCode::BAD_REQUEST,
+                    format!("could not read the request body: {error}"),
+                )
+            })?;
+            // Trailers carry nothing a JSON-RPC message needs.
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            let held = first.as_ref().map_or(0, Bytes::len) + collected.len();
+            if held + data.len() > cap {
+                return Ok(false);
+            }
+            match first.take() {
+                None if collected.is_empty() => first = Some(data),
+                earlier => {
+                    if let Some(earlier) = earlier {
+                        collected.extend_from_slice(&earlier);
+                    }
+                    collected.extend_from_slice(&data);
+                }
+            }
+        }
+        Ok(true)
+    };
+    let whole = match tokio::time::timeout(deadline, reading).await {
+        Ok(Ok(whole)) => whole,
+        Ok(Err(refusal)) => return Err(refusal),
+        Err(_) => {
+            return Err(Refusal::new(
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "the request body did not arrive within {}s",
+                    deadline.as_secs()
+                ),
+            ));
+        }
+    };
+    if whole {
+        return Ok(first.unwrap_or_else(|| Bytes::from(collected)));
     }
+    drop((first, collected));
+    let draining = async {
+        let mut drained = 0usize;
+        while drained < DRAIN_BYTES
+            && let Some(Ok(frame)) = body.frame().await
+        {
+            drained += frame.data_ref().map_or(0, |data| data.len());
+        }
+    };
+    let _ = tokio::time::timeout(DRAIN_TIME, draining).await;
+    Err(Refusal::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("the request body exceeds {cap} bytes"),
+    ))
 }
+
+/// How much of a body over the cap is read and dropped before the 413 (see [`read_body`]).
+const DRAIN_BYTES: usize = 8 * 1024 * 1024;
+/// How long that may take.
+const DRAIN_TIME: Duration = Duration::from_secs(1);
 
 /// Whether the request says its body is JSON (`application/json`, parameters aside), as rmcp
 /// checks it.
