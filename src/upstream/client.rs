@@ -63,13 +63,11 @@ impl UpstreamClient {
     /// its request withdraws it.
     async fn ask_client<T: serde::de::DeserializeOwned + Send + 'static>(
         &self,
-        ask: Ask,
+        asking: Asking<T>,
         context: &RequestContext<RoleClient>,
-        input: impl FnOnce() -> InputRequest,
-        send: SendTo<T>,
     ) -> Result<T, ErrorData> {
         let related = related_task(&context.meta);
-        let answer = ask_for(&self.relay, &self.server, ask, related, input, send);
+        let answer = ask_for(&self.relay, &self.server, related, asking);
         tokio::select! {
             // The client answered, or the request failed.
             answer = answer => answer,
@@ -86,17 +84,65 @@ fn related_task(meta: &serde_json::Map<String, serde_json::Value>) -> Option<&st
         .and_then(serde_json::Value::as_str)
 }
 
-/// Asks the client that `ask` from `server` belongs to, and relays its answer or error: a
-/// 2025-era session gets the request `send` makes, a 2026-07-28 call or task gets `input`
-/// as an input request. `related`: the upstream task the request is about.
+/// One request of a server for a client, in both forms it may reach the client in.
+struct Asking<T> {
+    ask: Ask,
+    /// For a 2026-07-28 call or task: an input request.
+    input: InputRequest,
+    /// For a 2025-era session: the request itself.
+    send: SendTo<T>,
+}
+
+impl Asking<CreateMessageResult> {
+    fn sampling(params: CreateMessageRequestParams) -> Self {
+        Self {
+            ask: Ask::Sampling,
+            input: InputRequest::CreateMessage(CreateMessageRequest::new(params.clone())),
+            send: Box::new(|peer, task| {
+                Box::pin(async move {
+                    peer.create_message(with_related(params, task.as_deref()))
+                        .await
+                })
+            }),
+        }
+    }
+}
+
+impl Asking<ElicitResult> {
+    fn elicitation(request: ElicitRequestParams) -> Self {
+        Self {
+            ask: Ask::Elicitation,
+            input: InputRequest::Elicitation(ElicitRequest::new(request.clone())),
+            send: Box::new(|peer, task| {
+                Box::pin(async move {
+                    peer.create_elicitation(with_related(request, task.as_deref()))
+                        .await
+                })
+            }),
+        }
+    }
+}
+
+impl Asking<ListRootsResult> {
+    fn roots() -> Self {
+        Self {
+            ask: Ask::Roots,
+            input: InputRequest::ListRoots(ListRootsRequest::default()),
+            send: Box::new(|peer, _| Box::pin(async move { peer.list_roots().await })),
+        }
+    }
+}
+
+/// Asks the client that `asking` from `server` belongs to, and relays its answer or error:
+/// a 2025-era session gets the request itself, a 2026-07-28 call or task an input request.
+/// `related`: the upstream task the request is about.
 async fn ask_for<T: serde::de::DeserializeOwned + Send + 'static>(
     relay: &Relay,
     server: &ServerId,
-    ask: Ask,
     related: Option<&str>,
-    input: impl FnOnce() -> InputRequest,
-    send: SendTo<T>,
+    asking: Asking<T>,
 ) -> Result<T, ErrorData> {
+    let Asking { ask, input, send } = asking;
     // The task as its client knows it, for the request's own related-task `_meta`.
     let client_task = related
         .and_then(|id| relay.tasks.owner(server, id))
@@ -131,7 +177,7 @@ async fn ask_for<T: serde::de::DeserializeOwned + Send + 'static>(
             answer.await.map_err(|_| gone())?.map_err(relayed)
         }
         Route::Rounds(sink) => {
-            let value = sink.ask(ask, input()).await?;
+            let value = sink.ask(ask, input).await?;
             // Checked when the client sent it; decoded here into what rmcp sends on.
             serde_json::from_value(value).map_err(|error| {
                 ErrorData::internal_error(
@@ -183,59 +229,17 @@ pub(super) async fn answer_stream_request(
     let answer = match method.as_str() {
         "elicitation/create" => match decode::<ElicitRequestParams>(params) {
             Ok(request) => {
-                let input = request.clone();
-                encode(
-                    ask_for(
-                        &relay,
-                        &server,
-                        Ask::Elicitation,
-                        related,
-                        || InputRequest::Elicitation(ElicitRequest::new(input)),
-                        Box::new(|peer, task| {
-                            Box::pin(async move {
-                                peer.create_elicitation(with_related(request, task.as_deref()))
-                                    .await
-                            })
-                        }),
-                    )
-                    .await,
-                )
+                encode(ask_for(&relay, &server, related, Asking::elicitation(request)).await)
             }
             Err(error) => Err(error),
         },
         "sampling/createMessage" => match decode::<CreateMessageRequestParams>(params) {
             Ok(request) => {
-                let input = request.clone();
-                encode(
-                    ask_for(
-                        &relay,
-                        &server,
-                        Ask::Sampling,
-                        related,
-                        || InputRequest::CreateMessage(CreateMessageRequest::new(input)),
-                        Box::new(|peer, task| {
-                            Box::pin(async move {
-                                peer.create_message(with_related(request, task.as_deref()))
-                                    .await
-                            })
-                        }),
-                    )
-                    .await,
-                )
+                encode(ask_for(&relay, &server, related, Asking::sampling(request)).await)
             }
             Err(error) => Err(error),
         },
-        "roots/list" => encode(
-            ask_for(
-                &relay,
-                &server,
-                Ask::Roots,
-                related,
-                || InputRequest::ListRoots(ListRootsRequest::default()),
-                Box::new(|peer, _| Box::pin(async move { peer.list_roots().await })),
-            )
-            .await,
-        ),
+        "roots/list" => encode(ask_for(&relay, &server, related, Asking::roots()).await),
         "ping" => Ok(serde_json::json!({})),
         other => Err(ErrorData::new(
             rmcp::model::ErrorCode::METHOD_NOT_FOUND,
@@ -306,19 +310,7 @@ impl ClientHandler for UpstreamClient {
         params: CreateMessageRequestParams,
         context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, ErrorData> {
-        let input = params.clone();
-        self.ask_client(
-            Ask::Sampling,
-            &context,
-            || InputRequest::CreateMessage(CreateMessageRequest::new(input)),
-            Box::new(|peer, task| {
-                Box::pin(async move {
-                    peer.create_message(with_related(params, task.as_deref()))
-                        .await
-                })
-            }),
-        )
-        .await
+        self.ask_client(Asking::sampling(params), &context).await
     }
 
     async fn create_elicitation(
@@ -326,32 +318,15 @@ impl ClientHandler for UpstreamClient {
         request: ElicitRequestParams,
         context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
-        let input = request.clone();
-        self.ask_client(
-            Ask::Elicitation,
-            &context,
-            || InputRequest::Elicitation(ElicitRequest::new(input)),
-            Box::new(|peer, task| {
-                Box::pin(async move {
-                    peer.create_elicitation(with_related(request, task.as_deref()))
-                        .await
-                })
-            }),
-        )
-        .await
+        self.ask_client(Asking::elicitation(request), &context)
+            .await
     }
 
     async fn list_roots(
         &self,
         context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, ErrorData> {
-        self.ask_client(
-            Ask::Roots,
-            &context,
-            || InputRequest::ListRoots(ListRootsRequest::default()),
-            Box::new(|peer, _| Box::pin(async move { peer.list_roots().await })),
-        )
-        .await
+        self.ask_client(Asking::roots(), &context).await
     }
 
     async fn on_progress(
