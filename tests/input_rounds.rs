@@ -3,18 +3,17 @@
 
 mod common;
 
-use std::{process::Stdio, time::Duration};
+use std::time::Duration;
 
 use common::*;
 use rmcp::{
-    ClientHandler, ClientLifecycleMode, ClientServiceExt, ErrorData, RoleClient,
+    ClientHandler, ErrorData, RoleClient,
     model::{
         ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
         ElicitRequestParams, ElicitResult, ElicitationAction, Implementation, ListRootsResult,
         ProtocolVersion, ResultType, Root, SamplingMessage,
     },
     service::{RequestContext, RunningService},
-    transport::{StreamableHttpClientTransport, TokioChildProcess},
 };
 use serde_json::{Value, json};
 
@@ -64,12 +63,6 @@ impl ClientHandler for Answers {
 
 type Modern = RunningService<RoleClient, Answers>;
 
-fn modern() -> ClientLifecycleMode {
-    ClientLifecycleMode::Discover {
-        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-    }
-}
-
 fn notes() -> Workdir {
     Workdir::new(&server_toml("notes", "notes_server", &[]))
 }
@@ -105,19 +98,7 @@ async fn asks_are_answered(client: &Modern) {
 #[tokio::test]
 async fn a_modern_stdio_client_answers_in_rounds() {
     let work = notes();
-    let mut command = tokio::process::Command::new(toolgate());
-    command.arg("--config").arg(work.config()).arg("serve");
-    let (transport, _) = TokioChildProcess::builder(command)
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn toolgate");
-    let client = tokio::time::timeout(
-        Duration::from_secs(60),
-        Answers.serve_with_lifecycle(transport, modern()),
-    )
-    .await
-    .expect("discover in time")
-    .expect("2026-07-28 discover over stdio");
+    let client = modern::over_stdio(Answers, &work).await;
     asks_are_answered(&client).await;
     client.cancel().await.ok();
 }
@@ -126,11 +107,7 @@ async fn a_modern_stdio_client_answers_in_rounds() {
 async fn a_modern_http_client_answers_in_rounds() {
     let work = notes();
     let gateway = HttpGateway::start(&work).await;
-    let transport = StreamableHttpClientTransport::from_uri(gateway.url.as_str());
-    let client = tokio::time::timeout(LIMIT, Answers.serve_with_lifecycle(transport, modern()))
-        .await
-        .expect("discover in time")
-        .expect("2026-07-28 discover over HTTP");
+    let client = modern::over_http(Answers, &gateway.url).await;
     asks_are_answered(&client).await;
     client.cancel().await.ok();
 }
@@ -402,19 +379,7 @@ async fn an_unanswered_request_is_asked_again_under_a_new_state() {
 #[tokio::test]
 async fn prompts_and_resource_reads_take_rounds_too() {
     let work = notes();
-    let mut command = tokio::process::Command::new(toolgate());
-    command.arg("--config").arg(work.config()).arg("serve");
-    let (transport, _) = TokioChildProcess::builder(command)
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn toolgate");
-    let client = tokio::time::timeout(
-        Duration::from_secs(60),
-        Answers.serve_with_lifecycle(transport, modern()),
-    )
-    .await
-    .expect("discover in time")
-    .expect("2026-07-28 discover over stdio");
+    let client = modern::over_stdio(Answers, &work).await;
 
     let mut get = rmcp::model::GetPromptRequestParams::new("notes__greet");
     get.arguments = json!({"name": "?"}).as_object().cloned();

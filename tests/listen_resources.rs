@@ -2,23 +2,13 @@
 
 mod common;
 
-use std::{process::Stdio, time::Duration};
+use std::time::Duration;
 
 use common::*;
-use rmcp::{
-    ClientLifecycleMode, ClientServiceExt,
-    model::{ProtocolVersion, ServerNotification, SubscriptionFilter},
-    transport::{StreamableHttpClientTransport, TokioChildProcess},
-};
+use rmcp::model::{ServerNotification, SubscriptionFilter};
 use serde_json::json;
 
 const LIMIT: Duration = Duration::from_secs(10);
-
-fn modern() -> ClientLifecycleMode {
-    ClientLifecycleMode::Discover {
-        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-    }
-}
 
 /// The notes server, its URIs namespaced (`notes+note://…`), beside a second one (so that a
 /// URI of neither routes nowhere).
@@ -28,33 +18,6 @@ fn notes() -> Workdir {
         server_toml("notes", "notes_server", &[]),
         server_toml("more", "notes_server", &[]),
     ))
-}
-
-async fn stdio_client(work: &Workdir) -> Client {
-    let mut command = tokio::process::Command::new(toolgate());
-    command.arg("--config").arg(work.config()).arg("serve");
-    let (transport, _) = TokioChildProcess::builder(command)
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn toolgate");
-    tokio::time::timeout(
-        Duration::from_secs(60),
-        Recorder::default().serve_with_lifecycle(transport, modern()),
-    )
-    .await
-    .expect("discover in time")
-    .expect("2026-07-28 discover over stdio")
-}
-
-async fn http_client(gateway: &HttpGateway) -> Client {
-    let transport = StreamableHttpClientTransport::from_uri(gateway.url.as_str());
-    tokio::time::timeout(
-        LIMIT,
-        Recorder::default().serve_with_lifecycle(transport, modern()),
-    )
-    .await
-    .expect("discover in time")
-    .expect("2026-07-28 discover over HTTP")
 }
 
 async fn hears_updates_of_what_it_subscribed_to(client: &Client) {
@@ -97,7 +60,7 @@ async fn hears_updates_of_what_it_subscribed_to(client: &Client) {
 #[tokio::test]
 async fn a_stdio_client_hears_its_resource_updates_on_listen() {
     let work = notes();
-    let client = stdio_client(&work).await;
+    let client = modern::over_stdio(Recorder::default(), &work).await;
     hears_updates_of_what_it_subscribed_to(&client).await;
     client.cancel().await.ok();
 }
@@ -106,7 +69,7 @@ async fn a_stdio_client_hears_its_resource_updates_on_listen() {
 async fn an_http_client_hears_its_resource_updates_on_listen() {
     let work = notes();
     let gateway = HttpGateway::start(&work).await;
-    let client = http_client(&gateway).await;
+    let client = modern::over_http(Recorder::default(), &gateway.url).await;
     hears_updates_of_what_it_subscribed_to(&client).await;
     client.cancel().await.ok();
 }

@@ -5,26 +5,16 @@
 
 mod common;
 
-use std::{process::Stdio, time::Duration};
+use std::time::Duration;
 
 use common::*;
-use rmcp::{
-    ClientLifecycleMode, ClientServiceExt,
-    model::{
-        ArgumentInfo, CompleteRequestParams, GetPromptRequestParams, ProtocolVersion,
-        ReadResourceRequestParams, Reference, ResultType, ServerNotification, SubscriptionFilter,
-    },
-    transport::{StreamableHttpClientTransport, TokioChildProcess},
+use rmcp::model::{
+    ArgumentInfo, CompleteRequestParams, GetPromptRequestParams, ProtocolVersion,
+    ReadResourceRequestParams, Reference, ResultType, ServerNotification, SubscriptionFilter,
 };
 use serde_json::json;
 
 const LIMIT: Duration = Duration::from_secs(5);
-
-fn modern() -> ClientLifecycleMode {
-    ClientLifecycleMode::Discover {
-        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-    }
-}
 
 fn echo_only() -> Workdir {
     Workdir::new(&server_toml("echo", "echo_server", &[]))
@@ -32,37 +22,14 @@ fn echo_only() -> Workdir {
 
 /// `toolgate serve` over stdio, and a client that connects with the 2026-07-28 lifecycle.
 async fn modern_stdio_client(work: &Workdir) -> Client {
-    let mut command = tokio::process::Command::new(toolgate());
-    command
-        .arg("--config")
-        .arg(work.config())
-        .arg("serve")
-        .env("RUST_LOG", "toolgate=debug");
-    let (transport, _stderr) = TokioChildProcess::builder(command)
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn toolgate");
-    let client = tokio::time::timeout(
-        Duration::from_secs(60),
-        Recorder::default().serve_with_lifecycle(transport, modern()),
-    )
-    .await
-    .expect("discover within 60s")
-    .expect("2026-07-28 discover with toolgate over stdio");
+    let client = modern::over_stdio(Recorder::default(), work).await;
     assert_modern(&client);
     client
 }
 
 /// A client of `gateway` that connects with the 2026-07-28 lifecycle.
 async fn modern_http_client(gateway: &HttpGateway) -> Client {
-    let transport = StreamableHttpClientTransport::from_uri(gateway.url.as_str());
-    let client = tokio::time::timeout(
-        LIMIT,
-        Recorder::default().serve_with_lifecycle(transport, modern()),
-    )
-    .await
-    .expect("discover in time")
-    .expect("2026-07-28 discover with toolgate over HTTP");
+    let client = modern::over_http(Recorder::default(), &gateway.url).await;
     assert_modern(&client);
     client
 }

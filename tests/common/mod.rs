@@ -4,6 +4,7 @@
 pub mod code_pool;
 pub mod idp;
 pub mod interop;
+pub mod modern;
 pub mod procs;
 
 use std::{
