@@ -13,6 +13,7 @@ mod connect;
 mod flood;
 mod http_lists;
 mod lists;
+mod logs;
 pub mod oauth;
 mod passthrough;
 mod progress;
@@ -218,6 +219,8 @@ pub struct Upstream {
     /// While connected: the rmcp client, and for a stdio server the raw path beside it.
     link: RwLock<Option<Link>>,
     progress: Arc<ProgressRoutes>,
+    /// A stdio server's log messages on their way to clients ([`logs`]).
+    logs: Arc<logs::LogRelays>,
     relay: Arc<Relay>,
     restarts: AtomicU32,
     last_error: RwLock<Option<String>>,
@@ -235,6 +238,7 @@ impl Upstream {
             state: RwLock::new(ServerState::Starting),
             link: RwLock::new(None),
             progress: Arc::new(ProgressRoutes::default()),
+            logs: Arc::default(),
             relay,
             restarts: AtomicU32::new(0),
             last_error: RwLock::new(None),
@@ -437,6 +441,8 @@ impl Upstream {
         if ctx.progress.is_some() {
             self.progress.settle().await;
         }
+        // Log messages the server wrote before its answer reach the client before it.
+        self.logs.settle().await;
         match response {
             Ok(Ok(result)) => tool_result(&self.name, result),
             Ok(Err(error)) => Err(self.unavailable(error)),

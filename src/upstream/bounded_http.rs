@@ -33,7 +33,7 @@ use rmcp::{
 };
 use sse_stream::Sse;
 
-use super::{oauth::AuthWatch, size_guard::TOO_LARGE_MARK};
+use super::{logs::LogRelays, oauth::AuthWatch, size_guard::TOO_LARGE_MARK};
 
 /// Redirects followed for one request (rmcp's number).
 const MAX_REDIRECTS: usize = 10;
@@ -68,6 +68,8 @@ pub struct BoundedHttp {
     seen: Arc<Mutex<Option<Seen>>>,
     /// Told of each 401/403 challenge and each success (servers with `auth` only).
     watch: Option<Arc<AuthWatch>>,
+    /// Counts the log messages on answer streams before rmcp reads them ([`super::logs`]).
+    logs: Option<Arc<LogRelays>>,
 }
 
 impl BoundedHttp {
@@ -86,7 +88,14 @@ impl BoundedHttp {
             limit,
             seen: Arc::default(),
             watch,
+            logs: None,
         })
+    }
+
+    /// Counts the log messages of answer streams in `logs`.
+    pub fn with_logs(mut self, logs: Arc<LogRelays>) -> Self {
+        self.logs = Some(logs);
+        self
     }
 
     /// The reqwest client underneath, for requests beside rmcp's on the same connection
@@ -149,9 +158,12 @@ impl BoundedHttp {
             (Err(StreamableHttpError::ResponseBodyTooLarge { .. }), Some(id)) => Ok(
                 StreamableHttpPostResponse::Json(too_large(id, self.limit), None),
             ),
-            (Ok(StreamableHttpPostResponse::Sse(stream, session)), Some(id)) => Ok(
-                StreamableHttpPostResponse::Sse(bounded_answers(stream, id, self.limit), session),
-            ),
+            (Ok(StreamableHttpPostResponse::Sse(stream, session)), Some(id)) => {
+                Ok(StreamableHttpPostResponse::Sse(
+                    bounded_answers(stream, id, self.limit, self.logs.clone()),
+                    session,
+                ))
+            }
             (response, _) => response,
         }
     }
@@ -221,17 +233,27 @@ fn is_event_too_large(error: &SseError) -> bool {
 }
 
 /// `stream` (the answer stream of request `id`), where an event over `limit` ends the stream
-/// with an error answer to `id` in its place.
+/// with an error answer to `id` in its place, and each log message is counted in `logs`.
 fn bounded_answers(
     stream: BoxStream<'static, Result<Sse, SseError>>,
     id: RequestId,
     limit: usize,
+    logs: Option<Arc<LogRelays>>,
 ) -> BoxStream<'static, Result<Sse, SseError>> {
     let mut id = Some(id);
     stream
         .scan(false, move |ended, item| {
             if *ended {
                 return std::future::ready(None);
+            }
+            if let (
+                Some(logs),
+                Ok(Sse {
+                    data: Some(data), ..
+                }),
+            ) = (&logs, &item)
+            {
+                logs.read(data.as_bytes());
             }
             let item = match item {
                 Err(error) if is_event_too_large(&error) => {

@@ -17,7 +17,7 @@ use rmcp::{
 };
 use tokio::sync::Notify;
 
-use super::{ProgressRoutes, flood::LogBudget};
+use super::{ProgressRoutes, flood::LogBudget, logs::LogRelays};
 use crate::{
     config::ServerId,
     relay::{Ask, Relay, Route, TaskJob},
@@ -41,18 +41,22 @@ pub struct UpstreamClient {
     changes: Changes,
     /// How much of what this server says (log notifications, stderr) reaches our log.
     pub(super) log_budget: Arc<LogBudget>,
+    /// Log messages read and not yet relayed ([`super::logs`]).
+    pub(super) logs: Arc<LogRelays>,
 }
 
 impl UpstreamClient {
     pub(super) fn new(
         server: ServerId,
         progress: Arc<ProgressRoutes>,
+        logs: Arc<LogRelays>,
         relay: Arc<Relay>,
         changes: Changes,
     ) -> Self {
         Self {
             server,
             progress,
+            logs,
             relay,
             changes,
             log_budget: Arc::default(),
@@ -370,6 +374,7 @@ impl ClientHandler for UpstreamClient {
             tracing::debug!(server = %self.server, level = ?params.level, data = %params.data, "upstream log");
         });
         self.relay.log(&self.server, params).await;
+        self.logs.relayed();
     }
 
     /// `notifications/tasks/status` (MCP 2025-11-25) is not one of rmcp's own notifications.

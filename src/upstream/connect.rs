@@ -137,8 +137,9 @@ pub async fn connect(
             // One writer for rmcp and the raw path; answers to raw requests are taken out
             // before rmcp reads ([`super::raw`]).
             let (raw, stdin, writer) = super::raw::RawLink::new(stdin, max_message_bytes);
-            let stdout =
-                super::size_guard::SizeGuard::new(stdout, max_message_bytes).with_raw(raw.clone());
+            let stdout = super::size_guard::SizeGuard::new(stdout, max_message_bytes)
+                .with_raw(raw.clone())
+                .with_logs(handler.logs.clone());
             let served = handler.serve((stdout, stdin)).await;
             let mut process = Process {
                 child: Some(child),
@@ -172,6 +173,7 @@ pub async fn connect(
             // JSON ([`super::http_lists`]).
             let watch = sign_in.as_ref().map(|_| auth.clone());
             let (client, lists) = super::http_lists::tap(max_message_bytes, watch)?;
+            let client = client.with_logs(handler.logs.clone());
             // A client_credentials server's token renewal, stopped with the connection.
             let mut renewal = None;
             let served = match sign_in {

@@ -34,6 +34,8 @@ pub struct SizeGuard<R> {
     eof: bool,
     /// Answers to the raw path's requests are taken out here ([`super::raw`]).
     raw: Option<std::sync::Arc<super::raw::RawLink>>,
+    /// Log messages are counted here before rmcp reads them ([`super::logs`]).
+    logs: Option<std::sync::Arc<super::logs::LogRelays>>,
 }
 
 struct Oversized {
@@ -54,12 +56,19 @@ impl<R> SizeGuard<R> {
             chunk: vec![0; CHUNK].into_boxed_slice(),
             eof: false,
             raw: None,
+            logs: None,
         }
     }
 
     /// Hands answers to `raw`'s requests to their calls instead of passing them on.
     pub fn with_raw(mut self, raw: std::sync::Arc<super::raw::RawLink>) -> Self {
         self.raw = Some(raw);
+        self
+    }
+
+    /// Counts the log messages passed on in `logs`.
+    pub fn with_logs(mut self, logs: std::sync::Arc<super::logs::LogRelays>) -> Self {
+        self.logs = Some(logs);
         self
     }
 
@@ -93,6 +102,9 @@ impl<R> SizeGuard<R> {
                     // The buffer goes with the line only if a raw call takes it.
                     None if self.raw.is_some() => std::mem::take(&mut self.line),
                     None => {
+                        if let Some(logs) = &self.logs {
+                            logs.read(&self.line);
+                        }
                         self.ready.append(&mut self.line);
                         self.ready.push(b'\n');
                         continue;
@@ -105,6 +117,9 @@ impl<R> SizeGuard<R> {
                 if let Some(mut line) = line
                     && !line.is_empty()
                 {
+                    if let Some(logs) = &self.logs {
+                        logs.read(&line);
+                    }
                     if self.ready.is_empty() {
                         // Reuse the line's buffer for what rmcp reads.
                         std::mem::swap(&mut self.ready, &mut line);

@@ -119,6 +119,7 @@ impl Supervisor {
         let handler = UpstreamClient::new(
             upstream.name.clone(),
             upstream.progress.clone(),
+            upstream.logs.clone(),
             upstream.relay.clone(),
             changes.clone(),
         );

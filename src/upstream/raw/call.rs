@@ -245,6 +245,8 @@ impl Upstream {
                 return Err(UpstreamError::Cancelled);
             }
         };
+        // Log messages the server wrote before its answer reach the client before it.
+        self.logs.settle().await;
         self.raw_result(answer)
     }
 
