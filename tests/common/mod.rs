@@ -2,6 +2,7 @@
 #![allow(dead_code)] // each test file uses a different subset
 
 pub mod code_pool;
+pub mod hook_server;
 pub mod idp;
 pub mod interop;
 pub mod modern;
