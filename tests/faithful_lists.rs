@@ -168,25 +168,7 @@ async fn http_fixture(
     if json_answers {
         command.arg("--json");
     }
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn the HTTP fixture");
-    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
-    let url = tokio::time::timeout(LIMIT, async {
-        while let Some(line) = lines.next_line().await.expect("read stderr") {
-            if let Some(url) = line.strip_prefix("rich-lists-server: listening on ") {
-                return url.to_owned();
-            }
-        }
-        panic!("the fixture exited before listening");
-    })
-    .await
-    .expect("the fixture listens in time");
-    (child, url)
+    listening_example(command, "rich-lists-server: listening on ").await
 }
 
 /// The four lists as the HTTP fixture at `url` gives them, directly.

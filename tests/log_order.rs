@@ -9,12 +9,11 @@
 mod common;
 
 use std::{
-    process::Stdio,
     sync::{Arc, Mutex},
     time::Duration,
 };
 
-use common::{HttpGateway, Workdir, example, modern, server_toml, toml_string};
+use common::{HttpGateway, Workdir, example, listening_example, modern, server_toml, toml_string};
 use rmcp::{
     ClientHandler, RoleClient,
     model::{
@@ -24,10 +23,7 @@ use rmcp::{
     service::{NotificationContext, RunningService},
 };
 use serde_json::json;
-use tokio::{
-    io::{AsyncBufReadExt, BufReader},
-    sync::Notify,
-};
+use tokio::sync::Notify;
 
 /// Records the data of every log message it is sent.
 #[derive(Clone, Default)]
@@ -135,26 +131,7 @@ async fn from_an_http_upstream_every_log_reaches_a_2026_client_over_http() {
 
 /// `examples/conformance_server` serving HTTP, and its URL.
 async fn conformance_over_http() -> (tokio::process::Child, String) {
-    let mut child = tokio::process::Command::new(example("conformance_server"))
-        .args(["--http", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn the conformance fixture");
-    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
-    let url = tokio::time::timeout(Duration::from_secs(30), async {
-        while let Some(line) = lines.next_line().await.expect("read stderr") {
-            if let Some(url) = line.strip_prefix("conformance-server: listening on ") {
-                return url.to_owned();
-            }
-        }
-        panic!("the fixture exited before listening");
-    })
-    .await
-    .expect("the fixture listens in time");
-    // Its stderr must keep being read, or a chatty fixture would block on it.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    (child, url)
+    let mut command = tokio::process::Command::new(example("conformance_server"));
+    command.args(["--http", "127.0.0.1:0"]);
+    listening_example(command, "conformance-server: listening on ").await
 }

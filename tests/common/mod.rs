@@ -66,6 +66,39 @@ pub fn example(name: &str) -> PathBuf {
     path
 }
 
+/// Spawns an example server that serves HTTP (`command` with its arguments), waits (30 s at
+/// most) for the stderr line `{marker}URL` it prints once it listens, and returns the child
+/// (killed on drop) and that URL. The rest of its stderr goes to the test's output.
+pub async fn listening_example(
+    mut command: tokio::process::Command,
+    marker: &str,
+) -> (tokio::process::Child, String) {
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn the example server");
+    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let url = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(line) = lines.next_line().await.expect("read stderr") {
+            if let Some(url) = line.strip_prefix(marker) {
+                return url.trim().to_owned();
+            }
+        }
+        panic!("the example server exited before it printed {marker:?}");
+    })
+    .await
+    .expect("the example server listens within 30 s");
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            eprintln!("{line}");
+        }
+    });
+    (child, url)
+}
+
 /// A `[servers.NAME]` table running an example server with extra environment.
 pub fn server_toml(name: &str, example_name: &str, env: &[(&str, &str)]) -> String {
     let env: Vec<String> = env
