@@ -2,7 +2,8 @@
 //!
 //! - Resources: `note://welcome` (text), `note://logo` (blob, `image/png`), plus one per note
 //!   added; template `note://{name}` (any name reads as `note <name>`, except `roots`: the
-//!   client's roots, asked for while reading). Subscribe is supported.
+//!   client's roots, asked for while reading, and `logged`: `logged`, after a log message
+//!   `reading note://logged`). Subscribe is supported.
 //! - Prompts: `greet` {name} → one user message `Hello, <name>!` (name `?`: the client is
 //!   asked for it by an elicitation first); `summary` (no arguments).
 //! - Completion: `greet`'s `name` and the template's `name` complete from `alice`, `bob`.
@@ -299,6 +300,17 @@ impl ServerHandler for Notes {
                 .map_err(|e| McpError::internal_error(e.to_string(), None))?;
             let uris: Vec<String> = roots.roots.into_iter().map(|r| r.uri).collect();
             ResourceContents::text(uris.join(","), uri)
+        } else if uri == "note://logged" {
+            // Unlisted (read through the template): logs, then answers at once.
+            let mut notice = LoggingMessageNotificationParam::new(
+                LoggingLevel::Info,
+                json!("reading note://logged"),
+            );
+            notice.logger = Some("notes".into());
+            if let Err(error) = context.peer.notify_logging_message(notice).await {
+                return Err(McpError::internal_error(error.to_string(), None));
+            }
+            ResourceContents::text("logged", uri)
         } else if uri == "note://logo" {
             ResourceContents::blob("iVBORw0KGgo=", uri).with_mime_type("image/png")
         } else {

@@ -8,7 +8,9 @@
 //! with `nextCursor`.
 //!
 //! It answers `initialize`, `ping`, the four lists, `tools/call` (its `echo` tool echoes
-//! `text`), `prompts/get` and `resources/read` minimally; anything else is `-32601`. Over
+//! `text`; a `text` starting with `log ` is first sent as a log message on the call's own
+//! stream, as SDKs send a request's related notifications), `prompts/get` and
+//! `resources/read` minimally; anything else is `-32601`. Over
 //! HTTP it prints `rich-lists-server: listening on http://ADDR/mcp` to stderr once it
 //! listens (`ADDR` may use port 0).
 
@@ -180,6 +182,21 @@ fn answer(message: &Value) -> Option<Value> {
     Some(json!({"jsonrpc": "2.0", "id": id, "result": result}))
 }
 
+/// The log message a `tools/call` of `echo` with a `text` starting `log ` is preceded by.
+fn log_first(message: &Value) -> Option<Value> {
+    if message.get("method").and_then(Value::as_str) != Some("tools/call") {
+        return None;
+    }
+    let text = message.pointer("/params/arguments/text")?.as_str()?;
+    text.starts_with("log ").then(|| {
+        json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/message",
+            "params": {"level": "info", "logger": "rich", "data": text}
+        })
+    })
+}
+
 async fn serve_stdio() -> anyhow::Result<()> {
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     let mut stdout = tokio::io::stdout();
@@ -187,6 +204,11 @@ async fn serve_stdio() -> anyhow::Result<()> {
         let Ok(message) = serde_json::from_str::<Value>(&line) else {
             continue;
         };
+        if let Some(log) = log_first(&message) {
+            let mut out = serde_json::to_vec(&log)?;
+            out.push(b'\n');
+            stdout.write_all(&out).await?;
+        }
         if let Some(answer) = answer(&message) {
             let mut out = serde_json::to_vec(&answer)?;
             out.push(b'\n');
@@ -228,9 +250,12 @@ async fn mcp(
         )
             .into_response()
     } else {
+        let log = log_first(&message)
+            .map(|log| format!("event: message\ndata: {log}\n\n"))
+            .unwrap_or_default();
         (
             [(header::CONTENT_TYPE, "text/event-stream")],
-            format!("event: message\ndata: {answer}\n\n"),
+            format!("{log}event: message\ndata: {answer}\n\n"),
         )
             .into_response()
     };

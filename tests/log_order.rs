@@ -18,7 +18,7 @@ use rmcp::{
     ClientHandler, RoleClient,
     model::{
         CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation,
-        LoggingMessageNotificationParam,
+        LoggingMessageNotificationParam, ReadResourceRequestParams,
     },
     service::{NotificationContext, RunningService},
 };
@@ -101,37 +101,46 @@ async fn from_a_stdio_upstream_every_log_reaches_a_2026_client_over_http() {
     client.cancel().await.ok();
 }
 
-/// The conformance fixture over HTTP logs three times, the last just before its answer, on
-/// the call's own stream (rmcp's HTTP client in toolgate).
+/// A `resources/read` (and so any request forwarded as it is) waits for the log too.
 #[tokio::test]
-async fn from_an_http_upstream_every_log_reaches_a_2026_client_over_http() {
-    let (_fixture, url) = conformance_over_http().await;
-    let work = Workdir::new(&format!(
-        "[servers.conformance]\nurl = {}\n",
-        toml_string(&url)
-    ));
+async fn a_log_written_while_reading_a_resource_reaches_a_2026_client_over_http() {
+    let work = Workdir::new(&server_toml("notes", "notes_server", &[]));
     let gateway = HttpGateway::start(&work).await;
     let logs = Logs::default();
     let client = modern::over_http(logs.clone(), &gateway.url).await;
-    const CALLS: usize = 15;
-    for _ in 0..CALLS {
-        call(&client, "conformance__test_tool_with_logging", json!({})).await;
+    const READS: usize = 40;
+    for _ in 0..READS {
+        let read = client
+            .read_resource(ReadResourceRequestParams::new("notes+note://logged"))
+            .await
+            .expect("resources/read");
+        assert_eq!(read.contents.len(), 1, "{read:?}");
     }
-    let one_call = [
-        "Tool execution started",
-        "Tool processing data",
-        "Tool execution completed",
-    ];
-    let expected: Vec<String> = (0..CALLS)
-        .flat_map(|_| one_call.map(str::to_owned))
-        .collect();
-    assert_eq!(logs.wait_for(expected.len()).await, expected);
+    assert_eq!(
+        logs.wait_for(READS).await,
+        vec!["reading note://logged".to_owned(); READS]
+    );
     client.cancel().await.ok();
 }
 
-/// `examples/conformance_server` serving HTTP, and its URL.
-async fn conformance_over_http() -> (tokio::process::Child, String) {
-    let mut command = tokio::process::Command::new(example("conformance_server"));
+/// rich-lists-server over HTTP sends the log on the call's own event stream, just before the
+/// answer (rmcp's client in toolgate reads both; its handler relays the log as a task of its
+/// own). An upstream that sends its log on its GET stream instead (rmcp's servers do) gives no
+/// order between the two streams, so nothing can be promised for it.
+#[tokio::test]
+async fn from_an_http_upstream_every_log_reaches_a_2026_client_over_http() {
+    let mut command = tokio::process::Command::new(example("rich_lists_server"));
     command.args(["--http", "127.0.0.1:0"]);
-    listening_example(command, "conformance-server: listening on ").await
+    let (_fixture, url) = listening_example(command, "rich-lists-server: listening on ").await;
+    let work = Workdir::new(&format!("[servers.rich]\nurl = {}\n", toml_string(&url)));
+    let gateway = HttpGateway::start(&work).await;
+    let logs = Logs::default();
+    let client = modern::over_http(logs.clone(), &gateway.url).await;
+    const CALLS: usize = 60;
+    for n in 0..CALLS {
+        call(&client, "rich__echo", json!({"text": format!("log {n}")})).await;
+    }
+    let expected: Vec<String> = (0..CALLS).map(|n| format!("log {n}")).collect();
+    assert_eq!(logs.wait_for(CALLS).await, expected);
+    client.cancel().await.ok();
 }

@@ -165,7 +165,11 @@ impl Upstream {
         tokio::select! {
             // The upstream answered, or the connection failed.
             answer = tokio::time::timeout(limit.timeout, request) => match answer {
-                Ok(answer) => answer.map_err(|e| self.unavailable(e)),
+                Ok(answer) => {
+                    // Log messages the server wrote before its answer go first ([`super::logs`]).
+                    self.logs.settle().await;
+                    answer.map_err(|e| self.unavailable(e))
+                }
                 Err(_) => Err(UpstreamError::Unavailable {
                     server: self.name.clone(),
                     reason: format!("no answer within {} ms", limit.timeout.as_millis()),
