@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// The echo server behind a command hook that asks before `echo__echo`.
 fn asking() -> Workdir {
@@ -20,31 +20,6 @@ fn asking() -> Workdir {
     );
     std::fs::write(work.config(), toml).expect("write config");
     work
-}
-
-/// Reads SSE `data:` messages from `response` until one satisfies `wanted`.
-async fn next_event(
-    response: &mut reqwest::Response,
-    buffer: &mut String,
-    wanted: impl Fn(&Value) -> bool,
-) -> Value {
-    loop {
-        while let Some(end) = buffer.find('\n') {
-            let line: String = buffer.drain(..=end).collect();
-            if let Some(data) = line.trim_end().strip_prefix("data:")
-                && let Ok(message) = serde_json::from_str::<Value>(data.trim())
-                && wanted(&message)
-            {
-                return message;
-            }
-        }
-        let chunk = response
-            .chunk()
-            .await
-            .expect("the POST stream stays readable")
-            .expect("the POST stream ended before the wanted message");
-        buffer.push_str(&String::from_utf8_lossy(&chunk));
-    }
 }
 
 #[tokio::test]

@@ -52,18 +52,6 @@ fn task_call(id: u64, tool: &str, arguments: Value) -> Value {
     )
 }
 
-fn result(answer: &Value) -> &Value {
-    answer
-        .get("result")
-        .unwrap_or_else(|| panic!("expected a result: {answer}"))
-}
-
-fn error_code(answer: &Value) -> i64 {
-    answer["error"]["code"]
-        .as_i64()
-        .unwrap_or_else(|| panic!("expected an error: {answer}"))
-}
-
 /// One raw client of either endpoint: sends a request and returns its answer.
 enum Client {
     Stdio(Box<RawStdio>),
@@ -94,7 +82,7 @@ impl Client {
             let answer = self
                 .ask(request(*next_id, "tasks/get", json!({"taskId": id})))
                 .await;
-            let task = result(&answer).clone();
+            let task = answer_result(&answer).clone();
             assert_eq!(task["taskId"], id, "{answer}");
             assert!(task["createdAt"].is_string(), "{answer}");
             if TERMINAL.contains(&task["status"].as_str().unwrap_or_default()) {
@@ -133,7 +121,7 @@ async fn research_tool(client: &mut Client, next_id: &mut u64) -> Value {
     loop {
         *next_id += 1;
         let answer = client.ask(request(*next_id, "tools/list", json!({}))).await;
-        let tools = result(&answer)["tools"]
+        let tools = answer_result(&answer)["tools"]
             .as_array()
             .cloned()
             .unwrap_or_default();
@@ -158,7 +146,7 @@ async fn lifecycle(client: &mut Client) {
     let created = client
         .ask(task_call(id, RESEARCH, json!({"topic": "gateways"})))
         .await;
-    let task = &result(&created)["task"];
+    let task = &answer_result(&created)["task"];
     let task_id = task["taskId"].as_str().expect("a task id").to_owned();
     assert!(task_id.starts_with("tg-"), "toolgate's own id: {created}");
     assert_eq!(task["status"], "working", "{created}");
@@ -174,7 +162,7 @@ async fn lifecycle(client: &mut Client) {
     let answer = client
         .ask(request(id, "tasks/result", json!({"taskId": task_id})))
         .await;
-    let payload = result(&answer);
+    let payload = answer_result(&answer);
     let text = payload["content"][0]["text"].as_str().unwrap_or_default();
     assert!(text.contains("Research Report: gateways"), "{answer}");
     assert_eq!(
@@ -187,7 +175,7 @@ async fn lifecycle(client: &mut Client) {
     let created = client
         .ask(task_call(id, RESEARCH, json!({"topic": "cancel me"})))
         .await;
-    let second = result(&created)["task"]["taskId"]
+    let second = answer_result(&created)["task"]["taskId"]
         .as_str()
         .expect("a task id")
         .to_owned();
@@ -196,19 +184,26 @@ async fn lifecycle(client: &mut Client) {
     let cancelled = client
         .ask(request(id, "tasks/cancel", json!({"taskId": second})))
         .await;
-    assert_eq!(result(&cancelled)["taskId"], second, "{cancelled}");
-    assert_eq!(result(&cancelled)["status"], "cancelled", "{cancelled}");
+    assert_eq!(answer_result(&cancelled)["taskId"], second, "{cancelled}");
+    assert_eq!(
+        answer_result(&cancelled)["status"],
+        "cancelled",
+        "{cancelled}"
+    );
     // Already terminal: the server's own -32602 comes through.
     id += 1;
     let again = client
         .ask(request(id, "tasks/cancel", json!({"taskId": second})))
         .await;
-    assert_eq!(error_code(&again), -32602, "{again}");
+    assert_eq!(answer_error_code(&again), -32602, "{again}");
 
     // Both tasks are listed, under toolgate's ids, with their state now.
     id += 1;
     let listed = client.ask(request(id, "tasks/list", json!({}))).await;
-    let tasks = result(&listed)["tasks"].as_array().expect("tasks").clone();
+    let tasks = answer_result(&listed)["tasks"]
+        .as_array()
+        .expect("tasks")
+        .clone();
     let status_of = |wanted: &str| {
         tasks
             .iter()
@@ -217,12 +212,15 @@ async fn lifecycle(client: &mut Client) {
     };
     assert_eq!(status_of(&task_id), Some(json!("completed")), "{listed}");
     assert_eq!(status_of(&second), Some(json!("cancelled")), "{listed}");
-    assert!(result(&listed).get("nextCursor").is_none(), "{listed}");
+    assert!(
+        answer_result(&listed).get("nextCursor").is_none(),
+        "{listed}"
+    );
     id += 1;
     let bad_cursor = client
         .ask(request(id, "tasks/list", json!({"cursor": "not-a-cursor"})))
         .await;
-    assert_eq!(error_code(&bad_cursor), -32602, "{bad_cursor}");
+    assert_eq!(answer_error_code(&bad_cursor), -32602, "{bad_cursor}");
 
     // Unknown ids, for every task method: invalid params, as the spec says.
     for method in ["tasks/get", "tasks/result", "tasks/cancel"] {
@@ -231,7 +229,11 @@ async fn lifecycle(client: &mut Client) {
             let answer = client
                 .ask(request(id, method, json!({"taskId": unknown})))
                 .await;
-            assert_eq!(error_code(&answer), -32602, "{method} {unknown}: {answer}");
+            assert_eq!(
+                answer_error_code(&answer),
+                -32602,
+                "{method} {unknown}: {answer}"
+            );
         }
     }
 
@@ -240,17 +242,17 @@ async fn lifecycle(client: &mut Client) {
     let answer = client
         .ask(task_call(id, "echo__echo", json!({"text": "hi"})))
         .await;
-    assert_eq!(error_code(&answer), -32601, "{answer}");
+    assert_eq!(answer_error_code(&answer), -32601, "{answer}");
     // ...and a task call still meets the pipeline's checks before it is forwarded.
     id += 1;
     let answer = client
         .ask(task_call(id, RESEARCH, json!({"topic": 5})))
         .await;
-    assert_eq!(error_code(&answer), -32602, "{answer}");
+    assert_eq!(answer_error_code(&answer), -32602, "{answer}");
     assert_eq!(answer["error"]["data"]["code"], "INVALID_ARGS", "{answer}");
     id += 1;
     let answer = client.ask(task_call(id, "nope__nothing", json!({}))).await;
-    assert_eq!(error_code(&answer), -32602, "{answer}");
+    assert_eq!(answer_error_code(&answer), -32602, "{answer}");
 }
 
 #[tokio::test]
@@ -260,7 +262,7 @@ async fn a_stdio_client_runs_polls_reads_lists_and_cancels_tasks() {
     raw.send(&initialize(0)).await;
     let answer = raw.next_answer().await;
     assert_eq!(
-        result(&answer)["capabilities"]["tasks"]["requests"]["tools"]["call"],
+        answer_result(&answer)["capabilities"]["tasks"]["requests"]["tools"]["call"],
         json!({}),
         "a visible server offers tasks, so toolgate does: {answer}"
     );
@@ -276,7 +278,7 @@ async fn a_stdio_client_runs_polls_reads_lists_and_cancels_tasks() {
     raw.send(&task_call(900, RESEARCH, json!({"topic": "notes"})))
         .await;
     let created = raw.next_answer().await;
-    let task_id = result(&created)["task"]["taskId"]
+    let task_id = answer_result(&created)["task"]["taskId"]
         .as_str()
         .expect("a task id")
         .to_owned();
@@ -302,7 +304,7 @@ async fn http_sessions_keep_their_tasks_apart_and_profiles_without_tasks_offer_n
     let gateway = HttpGateway::start(&work).await;
     let (session, answer) = http_session(&gateway.url).await;
     assert!(
-        result(&answer)["capabilities"]["tasks"].is_object(),
+        answer_result(&answer)["capabilities"]["tasks"].is_object(),
         "{answer}"
     );
     let mut client = Client::Http {
@@ -316,7 +318,7 @@ async fn http_sessions_keep_their_tasks_apart_and_profiles_without_tasks_offer_n
     let created = client
         .ask(task_call(id, RESEARCH, json!({"topic": "mine"})))
         .await;
-    let mine = result(&created)["task"]["taskId"]
+    let mine = answer_result(&created)["task"]["taskId"]
         .as_str()
         .expect("a task id")
         .to_owned();
@@ -330,23 +332,25 @@ async fn http_sessions_keep_their_tasks_apart_and_profiles_without_tasks_offer_n
         let answer = other
             .ask(request(id, method, json!({"taskId": mine})))
             .await;
-        assert_eq!(error_code(&answer), -32602, "{method}: {answer}");
+        assert_eq!(answer_error_code(&answer), -32602, "{method}: {answer}");
     }
     id += 1;
     let listed = other.ask(request(id, "tasks/list", json!({}))).await;
-    assert_eq!(result(&listed)["tasks"], json!([]), "{listed}");
+    assert_eq!(answer_result(&listed)["tasks"], json!([]), "{listed}");
     // Still the owner's, and still running.
     id += 1;
     let answer = client
         .ask(request(id, "tasks/get", json!({"taskId": mine})))
         .await;
-    assert_eq!(result(&answer)["taskId"], mine, "{answer}");
+    assert_eq!(answer_result(&answer)["taskId"], mine, "{answer}");
 
     // A profile that sees no task-capable tool declares no tasks, and runs none.
     let plain = format!("{}/plain", gateway.url);
     let (plain_session, answer) = http_session(&plain).await;
     assert!(
-        result(&answer)["capabilities"].get("tasks").is_none(),
+        answer_result(&answer)["capabilities"]
+            .get("tasks")
+            .is_none(),
         "{answer}"
     );
     let mut plain = Client::Http {
@@ -358,7 +362,7 @@ async fn http_sessions_keep_their_tasks_apart_and_profiles_without_tasks_offer_n
         .ask(task_call(id, RESEARCH, json!({"topic": "hidden"})))
         .await;
     assert_eq!(
-        error_code(&answer),
+        answer_error_code(&answer),
         -32602,
         "a hidden tool is unknown: {answer}"
     );
@@ -367,15 +371,19 @@ async fn http_sessions_keep_their_tasks_apart_and_profiles_without_tasks_offer_n
     let answer = plain
         .ask(task_call(id, "echo__echo", json!({"text": "hi"})))
         .await;
-    assert_eq!(result(&answer)["content"][0]["text"], "hi", "{answer}");
-    assert!(result(&answer).get("task").is_none(), "{answer}");
+    assert_eq!(
+        answer_result(&answer)["content"][0]["text"],
+        "hi",
+        "{answer}"
+    );
+    assert!(answer_result(&answer).get("task").is_none(), "{answer}");
     // ...and the task methods are not served.
     for method in ["tasks/list", "tasks/get"] {
         id += 1;
         let answer = plain
             .ask(request(id, method, json!({"taskId": mine})))
             .await;
-        assert_eq!(error_code(&answer), -32601, "{method}: {answer}");
+        assert_eq!(answer_error_code(&answer), -32601, "{method}: {answer}");
     }
 }
 
@@ -391,7 +399,7 @@ async fn an_http_upstream_runs_tasks_through_a_stdio_client() {
     raw.send(&initialize(0)).await;
     let answer = raw.next_answer().await;
     assert!(
-        result(&answer)["capabilities"]["tasks"].is_object(),
+        answer_result(&answer)["capabilities"]["tasks"].is_object(),
         "{answer}"
     );
     raw.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
@@ -403,7 +411,7 @@ async fn an_http_upstream_runs_tasks_through_a_stdio_client() {
     let created = client
         .ask(task_call(id, RESEARCH, json!({"topic": "over http"})))
         .await;
-    let task_id = result(&created)["task"]["taskId"]
+    let task_id = answer_result(&created)["task"]["taskId"]
         .as_str()
         .expect("a task id")
         .to_owned();
@@ -413,7 +421,7 @@ async fn an_http_upstream_runs_tasks_through_a_stdio_client() {
     let answer = client
         .ask(request(id, "tasks/result", json!({"taskId": task_id})))
         .await;
-    let text = result(&answer)["content"][0]["text"]
+    let text = answer_result(&answer)["content"][0]["text"]
         .as_str()
         .unwrap_or_default();
     assert!(text.contains("Research Report: over http"), "{answer}");
@@ -437,7 +445,7 @@ async fn a_waiting_tasks_result_is_bounded_by_the_tool_timeout_and_can_be_cancel
     let created = client
         .ask(task_call(id, RESEARCH, json!({"topic": "slow"})))
         .await;
-    let task_id = result(&created)["task"]["taskId"]
+    let task_id = answer_result(&created)["task"]["taskId"]
         .as_str()
         .expect("a task id")
         .to_owned();
@@ -448,7 +456,7 @@ async fn a_waiting_tasks_result_is_bounded_by_the_tool_timeout_and_can_be_cancel
         .ask(request(id, "tasks/result", json!({"taskId": task_id})))
         .await;
     let waited = started.elapsed();
-    assert_eq!(error_code(&answer), -32603, "{answer}");
+    assert_eq!(answer_error_code(&answer), -32603, "{answer}");
     let message = answer["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("no answer within 1500 ms"), "{answer}");
     assert!(waited < Duration::from_secs(3), "waited {waited:?}");
@@ -473,7 +481,7 @@ async fn a_waiting_tasks_result_is_bounded_by_the_tool_timeout_and_can_be_cancel
         answer["id"], 701,
         "the cancelled request got no answer: {answer}"
     );
-    assert_ne!(result(&answer)["status"], "cancelled", "{answer}");
+    assert_ne!(answer_result(&answer)["status"], "cancelled", "{answer}");
     // Polled past the 1.5 s the cancelled request could have waited: an answer to it would
     // fail `ask`'s id check.
     let mut client = Client::Stdio(raw);

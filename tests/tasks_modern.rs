@@ -59,18 +59,6 @@ fn call(id: u64, tool: &str, arguments: Value, tasks: bool) -> Value {
     )
 }
 
-fn result(answer: &Value) -> &Value {
-    answer
-        .get("result")
-        .unwrap_or_else(|| panic!("expected a result: {answer}"))
-}
-
-fn error_code(answer: &Value) -> i64 {
-    answer["error"]["code"]
-        .as_i64()
-        .unwrap_or_else(|| panic!("expected an error: {answer}"))
-}
-
 /// One raw 2026-07-28 client: stdio, or HTTP with a bearer token (no session).
 enum Client {
     Stdio(Box<RawStdio>),
@@ -118,7 +106,7 @@ impl Client {
             let answer = self
                 .ask(request(*next_id, "tasks/get", json!({"taskId": id}), true))
                 .await;
-            let task = result(&answer).clone();
+            let task = answer_result(&answer).clone();
             assert_eq!(task["taskId"], id, "{answer}");
             assert_eq!(task["resultType"], "complete", "{answer}");
             assert!(task["createdAt"].is_string(), "{answer}");
@@ -147,7 +135,7 @@ impl Client {
             let answer = self
                 .ask(request(*next_id, "tools/list", json!({}), true))
                 .await;
-            let listed = result(&answer)["tools"]
+            let listed = answer_result(&answer)["tools"]
                 .as_array()
                 .is_some_and(|tools| tools.iter().any(|t| t["name"] == RESEARCH));
             if listed {
@@ -162,7 +150,7 @@ impl Client {
     async fn start(&mut self, arguments: Value, next_id: &mut u64) -> String {
         *next_id += 1;
         let created = self.ask(call(*next_id, RESEARCH, arguments, true)).await;
-        let handle = result(&created);
+        let handle = answer_result(&created);
         assert_eq!(handle["resultType"], "task", "a task handle: {created}");
         assert_eq!(handle["status"], "working", "{created}");
         assert!(handle["ttlMs"].is_number(), "the server's ttl: {created}");
@@ -187,12 +175,14 @@ async fn lifecycle(client: &mut Client) {
         .ask(request(id, "server/discover", json!({}), true))
         .await;
     assert_eq!(
-        result(&discovered)["capabilities"]["extensions"][EXTENSION],
+        answer_result(&discovered)["capabilities"]["extensions"][EXTENSION],
         json!({}),
         "{discovered}"
     );
     assert!(
-        result(&discovered)["capabilities"].get("tasks").is_none(),
+        answer_result(&discovered)["capabilities"]
+            .get("tasks")
+            .is_none(),
         "no 2025 tasks capability in this era: {discovered}"
     );
 
@@ -208,8 +198,8 @@ async fn lifecycle(client: &mut Client) {
     let again = client
         .ask(request(id, "tasks/get", json!({"taskId": task}), true))
         .await;
-    assert_eq!(result(&again)["status"], "completed", "{again}");
-    assert_eq!(result(&again)["result"], done["result"], "{again}");
+    assert_eq!(answer_result(&again)["status"], "completed", "{again}");
+    assert_eq!(answer_result(&again)["result"], done["result"], "{again}");
 
     // A task that needs input: `input_required` with the elicitation inline, answered by
     // `tasks/update`, and the answer reaches the tool.
@@ -236,7 +226,11 @@ async fn lifecycle(client: &mut Client) {
             true,
         ))
         .await;
-    assert_eq!(result(&ack), &json!({"resultType": "complete"}), "{ack}");
+    assert_eq!(
+        answer_result(&ack),
+        &json!({"resultType": "complete"}),
+        "{ack}"
+    );
     let done = client.until(&asking, &["completed"], &mut id).await;
     let text = done["result"]["content"][0]["text"]
         .as_str()
@@ -254,7 +248,7 @@ async fn lifecycle(client: &mut Client) {
             true,
         ))
         .await;
-    assert_eq!(result(&ack)["resultType"], "complete", "{ack}");
+    assert_eq!(answer_result(&ack)["resultType"], "complete", "{ack}");
     let after = client.until(&cancelled, &["cancelled"], &mut id).await;
     assert!(after.get("result").is_none(), "{after}");
 
@@ -263,7 +257,7 @@ async fn lifecycle(client: &mut Client) {
     let answer = client
         .ask(request(id, "tasks/get", json!({"taskId": task}), false))
         .await;
-    assert_eq!(error_code(&answer), -32021, "{answer}");
+    assert_eq!(answer_error_code(&answer), -32021, "{answer}");
     // ...and no task handle: the required tool runs as a plain call, toolgate waiting for
     // the task's result; what the server asks meanwhile comes as input rounds.
     let arguments = json!({"topic": "python", "ambiguous": true});
@@ -271,7 +265,7 @@ async fn lifecycle(client: &mut Client) {
     let answer = client
         .ask(call(id, RESEARCH, arguments.clone(), false))
         .await;
-    let round = result(&answer);
+    let round = answer_result(&answer);
     assert_eq!(round["resultType"], "input_required", "{answer}");
     let (key, asked) = round["inputRequests"]
         .as_object()
@@ -285,21 +279,25 @@ async fn lifecycle(client: &mut Client) {
     retry["params"]["inputResponses"] =
         json!({key: {"action": "accept", "content": {"interpretation": "comedy"}}});
     let answer = client.ask(retry).await;
-    assert_eq!(result(&answer)["resultType"], "complete", "{answer}");
-    let text = result(&answer)["content"][0]["text"]
+    assert_eq!(answer_result(&answer)["resultType"], "complete", "{answer}");
+    let text = answer_result(&answer)["content"][0]["text"]
         .as_str()
         .unwrap_or_default();
     assert!(
         text.contains("Research Report: python (comedy)"),
         "{answer}"
     );
-    assert!(result(&answer).get("taskId").is_none(), "{answer}");
+    assert!(answer_result(&answer).get("taskId").is_none(), "{answer}");
     id += 1;
     let answer = client
         .ask(call(id, "echo__echo", json!({"text": "hi"}), true))
         .await;
-    assert_eq!(result(&answer)["content"][0]["text"], "hi", "{answer}");
-    assert_eq!(result(&answer)["resultType"], "complete", "{answer}");
+    assert_eq!(
+        answer_result(&answer)["content"][0]["text"],
+        "hi",
+        "{answer}"
+    );
+    assert_eq!(answer_result(&answer)["resultType"], "complete", "{answer}");
 
     // The 2025-only methods do not exist in this era; unknown ids are invalid params.
     for method in ["tasks/result", "tasks/list"] {
@@ -307,7 +305,7 @@ async fn lifecycle(client: &mut Client) {
         let answer = client
             .ask(request(id, method, json!({"taskId": task}), true))
             .await;
-        assert_eq!(error_code(&answer), -32601, "{method}: {answer}");
+        assert_eq!(answer_error_code(&answer), -32601, "{method}: {answer}");
     }
     for method in ["tasks/get", "tasks/update", "tasks/cancel"] {
         for unknown in ["tg-999999", "0"] {
@@ -320,7 +318,11 @@ async fn lifecycle(client: &mut Client) {
                     true,
                 ))
                 .await;
-            assert_eq!(error_code(&answer), -32602, "{method} {unknown}: {answer}");
+            assert_eq!(
+                answer_error_code(&answer),
+                -32602,
+                "{method} {unknown}: {answer}"
+            );
         }
     }
 }
@@ -359,7 +361,7 @@ async fn over_http_a_task_belongs_to_the_token_that_created_it() {
                 true,
             ))
             .await;
-        assert_eq!(error_code(&answer), -32602, "{method}: {answer}");
+        assert_eq!(answer_error_code(&answer), -32602, "{method}: {answer}");
     }
     // The id has a random part: its number alone reaches nothing, even for its owner.
     let (bare, secret) = task.split_once('.').expect("a random part in the id");
@@ -368,7 +370,7 @@ async fn over_http_a_task_belongs_to_the_token_that_created_it() {
     let answer = mine
         .ask(request(id, "tasks/get", json!({"taskId": bare}), true))
         .await;
-    assert_eq!(error_code(&answer), -32602, "{answer}");
+    assert_eq!(answer_error_code(&answer), -32602, "{answer}");
     // Still the owner's, and not cancelled by the other's attempt.
     let done = mine.until(&task, &["completed"], &mut id).await;
     assert!(
@@ -400,7 +402,7 @@ async fn a_profile_without_task_tools_declares_no_extension() {
         .ask(request(id, "server/discover", json!({}), true))
         .await;
     assert!(
-        result(&discovered)["capabilities"]
+        answer_result(&discovered)["capabilities"]
             .get("extensions")
             .is_none(),
         "{discovered}"
@@ -409,11 +411,11 @@ async fn a_profile_without_task_tools_declares_no_extension() {
     let answer = plain
         .ask(request(id, "tasks/get", json!({"taskId": "tg-1"}), true))
         .await;
-    assert_eq!(error_code(&answer), -32601, "{answer}");
+    assert_eq!(answer_error_code(&answer), -32601, "{answer}");
     // A 2025-era session of the full profile gets the 2025 capability, not the extension.
     let response = mcp_post(&gateway.url, None, &[], &initialize_request(id + 1)).await;
     let answer = jsonrpc_answer(response).await;
-    let capabilities = &result(&answer)["capabilities"];
+    let capabilities = &answer_result(&answer)["capabilities"];
     assert!(capabilities["tasks"].is_object(), "{answer}");
     assert!(capabilities.get("extensions").is_none(), "{answer}");
 }
@@ -451,7 +453,7 @@ async fn fixture_client(next_id: &mut u64) -> (Workdir, Client) {
         let answer = client
             .ask(request(*next_id, "tools/list", json!({}), true))
             .await;
-        let tools = result(&answer)["tools"]
+        let tools = answer_result(&answer)["tools"]
             .as_array()
             .cloned()
             .unwrap_or_default();
@@ -471,9 +473,9 @@ async fn an_optional_task_tool_is_a_task_only_for_a_client_that_declares_the_ext
     let plain = client
         .ask(call(id, "counter__count", json!({"steps": 1}), false))
         .await;
-    assert_eq!(result(&plain)["resultType"], "complete", "{plain}");
+    assert_eq!(answer_result(&plain)["resultType"], "complete", "{plain}");
     assert_eq!(
-        result(&plain)["content"][0]["text"],
+        answer_result(&plain)["content"][0]["text"],
         "counted to 1",
         "{plain}"
     );
@@ -481,8 +483,8 @@ async fn an_optional_task_tool_is_a_task_only_for_a_client_that_declares_the_ext
     let created = client
         .ask(call(id, "counter__count", json!({"steps": 1}), true))
         .await;
-    assert_eq!(result(&created)["resultType"], "task", "{created}");
-    let task = result(&created)["taskId"]
+    assert_eq!(answer_result(&created)["resultType"], "task", "{created}");
+    let task = answer_result(&created)["taskId"]
         .as_str()
         .expect("a task id")
         .to_owned();
@@ -499,8 +501,8 @@ async fn a_failed_task_carries_the_servers_error() {
     let (_work, mut client) = fixture_client(&mut id).await;
     id += 1;
     let created = client.ask(call(id, "counter__fail", json!({}), true)).await;
-    assert_eq!(result(&created)["resultType"], "task", "{created}");
-    let task = result(&created)["taskId"]
+    assert_eq!(answer_result(&created)["resultType"], "task", "{created}");
+    let task = answer_result(&created)["taskId"]
         .as_str()
         .expect("a task id")
         .to_owned();

@@ -34,12 +34,6 @@ fn ambiguous_call(id: u64) -> Value {
     )
 }
 
-fn result(answer: &Value) -> &Value {
-    answer
-        .get("result")
-        .unwrap_or_else(|| panic!("expected a result: {answer}"))
-}
-
 /// server-everything over stdio.
 fn everything_stdio() -> Workdir {
     let deps = Deps::installed();
@@ -50,37 +44,12 @@ fn everything_stdio() -> Workdir {
     ))
 }
 
-/// Reads SSE `data:` messages from `response` until one satisfies `wanted`.
-async fn next_event(
-    response: &mut reqwest::Response,
-    buffer: &mut String,
-    wanted: impl Fn(&Value) -> bool,
-) -> Value {
-    loop {
-        while let Some(end) = buffer.find('\n') {
-            let line: String = buffer.drain(..=end).collect();
-            if let Some(data) = line.trim_end().strip_prefix("data:")
-                && let Ok(message) = serde_json::from_str::<Value>(data.trim())
-                && wanted(&message)
-            {
-                return message;
-            }
-        }
-        let chunk = response
-            .chunk()
-            .await
-            .expect("the POST stream stays readable")
-            .expect("the POST stream ended before the wanted message");
-        buffer.push_str(&String::from_utf8_lossy(&chunk));
-    }
-}
-
 /// Asks `tools/list` until the research tool is there.
 async fn research_listed(mut ask: impl AsyncFnMut(Value) -> Value) {
     let started = Instant::now();
     for id in 1.. {
         let answer = ask(request(id, "tools/list", json!({}))).await;
-        let listed = result(&answer)["tools"]
+        let listed = answer_result(&answer)["tools"]
             .as_array()
             .is_some_and(|tools| tools.iter().any(|t| t["name"] == RESEARCH));
         if listed {
@@ -133,7 +102,7 @@ async fn an_http_client_answers_during_its_task(work: &Workdir) {
 
     let created =
         jsonrpc_answer(mcp_post(&url, Some(&session), &[], &ambiguous_call(50)).await).await;
-    let task = result(&created)["task"]["taskId"]
+    let task = answer_result(&created)["task"]["taskId"]
         .as_str()
         .expect("a task id")
         .to_owned();
@@ -166,7 +135,7 @@ async fn an_http_client_answers_during_its_task(work: &Workdir) {
     )
     .await
     .expect("tasks/result is answered on its stream");
-    let text = result(&done)["content"][0]["text"]
+    let text = answer_result(&done)["content"][0]["text"]
         .as_str()
         .unwrap_or_default();
     assert!(text.contains("Research Report: python (snake)"), "{done}");
@@ -188,7 +157,7 @@ async fn a_stdio_client_answers_during_its_task(work: &Workdir, choice: &str) {
 
     raw.send(&ambiguous_call(50)).await;
     let created = raw.next_answer().await;
-    let task = result(&created)["task"]["taskId"]
+    let task = answer_result(&created)["task"]["taskId"]
         .as_str()
         .expect("a task id")
         .to_owned();
@@ -224,7 +193,7 @@ async fn a_stdio_client_answers_during_its_task(work: &Workdir, choice: &str) {
             break message;
         }
     };
-    let text = result(&done)["content"][0]["text"]
+    let text = answer_result(&done)["content"][0]["text"]
         .as_str()
         .unwrap_or_default();
     assert!(
@@ -274,7 +243,7 @@ async fn a_tasks_elicitation_finds_its_session_while_another_calls_the_same_serv
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     let created = jsonrpc_answer(mcp_post(&url, Some(&mine), &[], &ambiguous_call(50)).await).await;
-    let task = result(&created)["task"]["taskId"]
+    let task = answer_result(&created)["task"]["taskId"]
         .as_str()
         .expect("a task id")
         .to_owned();
@@ -298,7 +267,7 @@ async fn a_tasks_elicitation_finds_its_session_while_another_calls_the_same_serv
     )
     .await
     .expect("tasks/result is answered");
-    let text = result(&done)["content"][0]["text"]
+    let text = answer_result(&done)["content"][0]["text"]
         .as_str()
         .unwrap_or_default();
     assert!(text.contains("Research Report: python (snake)"), "{done}");

@@ -2,6 +2,7 @@
 
 use std::{process::Stdio, time::Duration};
 
+use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use super::{Workdir, toolgate};
@@ -206,4 +207,44 @@ impl RawStdio {
             }
         }
     }
+}
+
+/// Reads SSE `data:` messages from `response` (a POST's event stream) until one satisfies
+/// `wanted`; `buffer` keeps what was read past it, for the next call.
+pub async fn next_event(
+    response: &mut reqwest::Response,
+    buffer: &mut String,
+    wanted: impl Fn(&Value) -> bool,
+) -> Value {
+    loop {
+        while let Some(end) = buffer.find('\n') {
+            let line: String = buffer.drain(..=end).collect();
+            if let Some(data) = line.trim_end().strip_prefix("data:")
+                && let Ok(message) = serde_json::from_str::<Value>(data.trim())
+                && wanted(&message)
+            {
+                return message;
+            }
+        }
+        let chunk = response
+            .chunk()
+            .await
+            .expect("the POST stream stays readable")
+            .expect("the POST stream ended before the wanted message");
+        buffer.push_str(&String::from_utf8_lossy(&chunk));
+    }
+}
+
+/// The `result` of a JSON-RPC answer; panics (naming the answer) if it is an error.
+pub fn answer_result(answer: &Value) -> &Value {
+    answer
+        .get("result")
+        .unwrap_or_else(|| panic!("expected a result: {answer}"))
+}
+
+/// The `error.code` of a JSON-RPC answer; panics (naming the answer) if it has none.
+pub fn answer_error_code(answer: &Value) -> i64 {
+    answer["error"]["code"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("expected an error: {answer}"))
 }
