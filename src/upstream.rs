@@ -219,7 +219,7 @@ pub struct Upstream {
     /// While connected: the rmcp client, and for a stdio server the raw path beside it.
     link: RwLock<Option<Link>>,
     progress: Arc<ProgressRoutes>,
-    /// A stdio server's log messages on their way to clients ([`logs`]).
+    /// The server's log messages on their way to clients ([`logs`]).
     logs: Arc<logs::LogRelays>,
     relay: Arc<Relay>,
     restarts: AtomicU32,

@@ -68,7 +68,7 @@ pub struct BoundedHttp {
     seen: Arc<Mutex<Option<Seen>>>,
     /// Told of each 401/403 challenge and each success (servers with `auth` only).
     watch: Option<Arc<AuthWatch>>,
-    /// Counts the log messages on answer streams before rmcp reads them ([`super::logs`]).
+    /// Counts the log messages of its event streams before rmcp reads them ([`super::logs`]).
     logs: Option<Arc<LogRelays>>,
 }
 
@@ -92,7 +92,7 @@ impl BoundedHttp {
         })
     }
 
-    /// Counts the log messages of answer streams in `logs`.
+    /// Counts the log messages of its event streams in `logs`.
     pub fn with_logs(mut self, logs: Arc<LogRelays>) -> Self {
         self.logs = Some(logs);
         self
@@ -232,6 +232,19 @@ fn is_event_too_large(error: &SseError) -> bool {
     matches!(error, SseError::Body(inner) if inner.to_string().starts_with(EVENT_TOO_LARGE))
 }
 
+/// Counts `item` in `logs` if it is a log message ([`super::logs`]).
+fn count_log(logs: Option<&LogRelays>, item: &Result<Sse, SseError>) {
+    if let (
+        Some(logs),
+        Ok(Sse {
+            data: Some(data), ..
+        }),
+    ) = (logs, item)
+    {
+        logs.read(data.as_bytes());
+    }
+}
+
 /// `stream` (the answer stream of request `id`), where an event over `limit` ends the stream
 /// with an error answer to `id` in its place, and each log message is counted in `logs`.
 fn bounded_answers(
@@ -246,15 +259,7 @@ fn bounded_answers(
             if *ended {
                 return std::future::ready(None);
             }
-            if let (
-                Some(logs),
-                Ok(Sse {
-                    data: Some(data), ..
-                }),
-            ) = (&logs, &item)
-            {
-                logs.read(data.as_bytes());
-            }
+            count_log(logs.as_deref(), &item);
             let item = match item {
                 Err(error) if is_event_too_large(&error) => {
                     *ended = true;
@@ -365,8 +370,10 @@ impl StreamableHttpClient for BoundedHttp {
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Self::Error>> {
         // The server's own stream (notifications, its requests): an event over the limit
-        // ends it, as rmcp does; nobody's call waits on it.
-        self.inner
+        // ends it, as rmcp does; nobody's call waits on it. Its log messages are counted too,
+        // so that every log the handler counts off was counted in.
+        let stream = self
+            .inner
             .get_stream_with_max_sse_event_size(
                 uri,
                 session_id,
@@ -375,7 +382,11 @@ impl StreamableHttpClient for BoundedHttp {
                 custom_headers,
                 self.limit,
             )
-            .await
+            .await?;
+        let logs = self.logs.clone();
+        Ok(stream
+            .inspect(move |item| count_log(logs.as_deref(), item))
+            .boxed())
     }
 
     async fn get_stream_with_max_sse_event_size(

@@ -1,12 +1,15 @@
-//! Log messages of a stdio server between its reader and their relay, so that a call's answer does not overtake them.
+//! An upstream's log messages between their reader and their relay, so that a call's answer does not overtake them.
 //!
 //! A server writes `notifications/message` and then the answer of the call it logged for.
-//! The reader hands the answer to the waiting call at once, but the log goes through rmcp,
-//! which runs each notification handler as a task of its own; the call could write its answer
-//! (and, for a 2026-07-28 client over HTTP, end the only stream the log could reach) before
-//! the relay ran. So the reader counts each log line before rmcp sees it, the handler counts
-//! it off once relayed, and a finished call waits for the count to reach zero, boundedly.
-//! Counting at the reader makes this exact, not a guess about task scheduling.
+//! The answer reaches the waiting call at once, but the log goes through rmcp, which runs
+//! each notification handler as a task of its own; the call could write its answer (and, for
+//! a 2026-07-28 client over HTTP, end the only stream the log could reach) before the relay
+//! ran. So every log line is counted where it is read, before rmcp sees it (a stdio server's
+//! stdout in `size_guard`, an HTTP server's event streams in `bounded_http`), the handler
+//! counts it off once relayed, and a finished call waits for the count to reach zero,
+//! boundedly. Counting at the reader makes this exact, not a guess about task scheduling
+//! (across an HTTP server's two streams nothing is ordered: a log it sends on its GET stream
+//! after the answer cannot be waited for).
 
 use std::{
     sync::atomic::{AtomicUsize, Ordering},
@@ -37,7 +40,7 @@ impl LogRelays {
         }
     }
 
-    /// A log message was relayed (or dropped on purpose).
+    /// A log message was relayed (to whoever should get it, possibly nobody).
     pub fn relayed(&self) {
         let previous = self
             .pending
