@@ -3,7 +3,8 @@
 //! For a 2026-07-28 client over HTTP this decides whether the log arrives at all: it has no
 //! session, so only the stream of the call the log belongs to can carry it, and that stream
 //! ends with the answer. toolgate relays the log through a task of rmcp's while the answer
-//! comes back at once, so without care the answer won about half of the races.
+//! comes back at once, so without care the answer won often enough that these tests failed
+//! in one or two of three runs.
 #![allow(deprecated)] // logging: a 2025-era feature (SEP-2577) still relayed to every client
 
 mod common;

@@ -99,19 +99,7 @@ impl Client {
 
 /// Opens a raw HTTP session on `url` with a 2025-11-25 `initialize`; its id and the answer.
 async fn http_session(url: &str) -> (String, Value) {
-    let response = mcp_post(url, None, &[], &initialize(0)).await;
-    assert_eq!(response.status(), 200, "initialize: {response:?}");
-    let session = response
-        .headers()
-        .get("mcp-session-id")
-        .and_then(|v| v.to_str().ok())
-        .expect("a session id")
-        .to_owned();
-    let answer = jsonrpc_answer(response).await;
-    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    let response = mcp_post(url, Some(&session), &[], &initialized).await;
-    assert_eq!(response.status(), 202);
-    (session, answer)
+    open_session(url, &[], &initialize(0)).await
 }
 
 /// Waits until `tools/list` shows the research tool (server-everything registers it after

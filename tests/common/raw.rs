@@ -88,7 +88,19 @@ pub async fn jsonrpc_answer(response: reqwest::Response) -> serde_json::Value {
 
 /// Opens an MCP session over raw HTTP (`initialize` + `notifications/initialized`); its id.
 pub async fn raw_session(url: &str, headers: &[(&str, &str)]) -> String {
-    let response = mcp_post(url, None, headers, &initialize_request(0)).await;
+    let (session, answer) = open_session(url, headers, &initialize_request(0)).await;
+    assert!(answer.get("result").is_some(), "{answer}");
+    session
+}
+
+/// Opens an MCP session over raw HTTP with `initialize` (any protocol version), then sends
+/// `notifications/initialized`; the session id and the answer to `initialize`.
+pub async fn open_session(
+    url: &str,
+    headers: &[(&str, &str)],
+    initialize: &Value,
+) -> (String, Value) {
+    let response = mcp_post(url, None, headers, initialize).await;
     assert_eq!(response.status(), 200, "initialize: {response:?}");
     let session = response
         .headers()
@@ -97,11 +109,10 @@ pub async fn raw_session(url: &str, headers: &[(&str, &str)]) -> String {
         .expect("a session id")
         .to_owned();
     let answer = jsonrpc_answer(response).await;
-    assert!(answer.get("result").is_some(), "{answer}");
     let initialized = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
     let response = mcp_post(url, Some(&session), headers, &initialized).await;
     assert_eq!(response.status(), 202, "notifications/initialized");
-    session
+    (session, answer)
 }
 
 /// `toolgate serve` over stdio driven by hand: JSON lines in, JSON lines out.
