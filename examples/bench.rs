@@ -462,10 +462,11 @@ async fn soak(env: &Env, seconds: u64, callers: usize, http: bool) -> anyhow::Re
     Ok(())
 }
 
-const USAGE: &str = "usage: bench [--quick] [--client-workers N] [--soak SECS [--callers N] [--http]]\n\
+const USAGE: &str = "usage: bench [--quick] [--memory] [--client-workers N] [--soak SECS [--callers N] [--http]]\n\
     Run after `cargo build --release --bin toolgate --examples`, as\n\
     `cargo run --release --example bench [-- --quick]`.\n\
     --quick        a few iterations of everything (CI smoke run; noisy numbers)\n\
+    --memory       only startup and idle RSS (sections 4 and 5; with --quick, fewer starts)\n\
     --client-workers N  run the benchmark's client on N tokio workers (default 0: a\n\
     \x20              current-thread runtime, which leaves the 2 cores to the servers)\n\
     --soak SECS    only call through toolgate (stdio) for SECS seconds, for profiling;\n\
@@ -483,6 +484,8 @@ struct Args {
     callers: usize,
     /// `--soak` over streamable HTTP instead of stdio.
     http: bool,
+    /// `--memory`: only startup and idle RSS (sections 4 and 5).
+    memory_only: bool,
 }
 
 /// `Ok(None)` when only the usage was asked for.
@@ -494,6 +497,7 @@ fn parse_args() -> anyhow::Result<Option<Args>> {
         soak_for: None,
         callers: CALLERS,
         http: false,
+        memory_only: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -511,6 +515,7 @@ fn parse_args() -> anyhow::Result<Option<Args>> {
             "--soak" => parsed.soak_for = Some(number(&arg)?),
             "--callers" => parsed.callers = number(&arg)?.max(1) as usize,
             "--http" => parsed.http = true,
+            "--memory" => parsed.memory_only = true,
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return Ok(None);
@@ -567,6 +572,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
     println!("- load average before: {}", load_average());
     let started = Instant::now();
 
+    if args.memory_only {
+        return startup_and_memory(&env, &args.plan).await;
+    }
     let floor = floor_benchmark(&args.plan).await?;
     call_benchmarks(&env, &args.plan, floor).await?;
     list_benchmarks(&env, &args.plan).await?;
