@@ -3,10 +3,10 @@
 //! - `-z pack-relative-relocs`: the position-independent binary's relative relocations are
 //!   stored packed (DT_RELR), so the loader reads kilobytes instead of the 3 MB `.rela.dyn`
 //!   it otherwise pages in at every start. glibc applies them from 2.36 on, and the linker
-//!   marks the binary as needing `GLIBC_ABI_DT_RELR`, so an older glibc refuses to load it
-//!   with a clear error rather than running it unrelocated. Only added when the build
-//!   machine's own glibc is 2.36 or later and the build is native (the binary runs where it
-//!   was built, or on a newer system).
+//!   marks the binary as needing `GLIBC_ABI_DT_RELR`, so an older glibc should refuse to
+//!   load it (a missing-version error; not tried here) rather than run it unrelocated.
+//!   Only added when the build machine's own glibc is 2.36 or later and the build is native
+//!   (the binary runs where it was built, or on a newer system).
 //! - `--symbol-ordering-file=link/toolgate.order`: the functions a gateway runs (listed by
 //!   `scripts/link-order`) go first in `.text`, so the pages it touches are few and adjacent
 //!   rather than spread over 30 MB of code. Names the linker does not find (another build's
