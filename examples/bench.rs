@@ -263,10 +263,20 @@ async fn gateway_http(env: &Env, config: &Path) -> anyhow::Result<Session> {
     .context("toolgate did not listen within 60 s")??;
     // Keep draining stderr so the gateway never blocks on a full pipe.
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    let client =
-        ().serve(StreamableHttpClientTransport::from_uri(url.as_str()))
-            .await
-            .context("MCP handshake with toolgate over HTTP failed")?;
+    // A pooled client, as the TypeScript and Python SDKs' HTTP stacks are: rmcp's default
+    // opens a new TCP connection for every request (`pool_max_idle_per_host(0)`), whose
+    // cost would then be measured instead of the gateway's. BENCH_HTTP_UNPOOLED=1 keeps it.
+    let transport = if std::env::var_os("BENCH_HTTP_UNPOOLED").is_some() {
+        StreamableHttpClientTransport::from_uri(url.as_str())
+    } else {
+        StreamableHttpClientTransport::with_client(
+            reqwest::Client::new(),
+            rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+                url.as_str(),
+            ),
+        )
+    };
+    let client = ().serve(transport).await.context("MCP handshake with toolgate over HTTP failed")?;
     no_cache(&client).await;
     Ok(Session {
         client,
