@@ -296,7 +296,7 @@ impl Front {
                 None => {}
             }
             if let (Some((fast, session)), Some((id, call))) = (fast, fast_call) {
-                let response = fast.call(session, id, call, &parts).await;
+                let response = fast.call(session, id, call, &parts);
                 return hold_until_sent(response, (claim, answering));
             }
         }

@@ -202,42 +202,13 @@ impl Drop for Claim {
 
 /// `response` with `claim` held until its body is done, so the id stays taken while the
 /// answer is still streaming (and, for a `tools/call`, a stopping server waits for it).
-/// The body keeps its size, so that a sized answer goes out with a `Content-Length`.
-pub fn hold_until_sent<C: Send + Sync + Unpin + 'static>(response: Response, claim: C) -> Response {
+pub fn hold_until_sent<C: Send + Sync + 'static>(response: Response, claim: C) -> Response {
     let (parts, body) = response.into_parts();
-    Response::from_parts(
-        parts,
-        Body::new(Held {
-            body,
-            _claim: claim,
-        }),
-    )
-}
-
-/// A body and what it holds until it is dropped (sent, or the client gone).
-struct Held<C> {
-    body: Body,
-    _claim: C,
-}
-
-impl<C: Unpin> hyper::body::Body for Held<C> {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, axum::Error>>> {
-        std::pin::Pin::new(&mut self.get_mut().body).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> hyper::body::SizeHint {
-        self.body.size_hint()
-    }
+    let body = body.map_frame(move |frame| {
+        let _held = &claim;
+        frame
+    });
+    Response::from_parts(parts, Body::new(body))
 }
 
 #[cfg(test)]

@@ -28,17 +28,11 @@
 //!
 //! A taken call runs [`GatewayService::call_answer`](super::super::GatewayService) (the
 //! stdio fast path's entry: masks, validation, hooks, timeouts with upstream cancel, retry,
-//! drain, audit, metrics) and is answered with [`answer_line`]. The response waits for what
-//! the call sends first (at most the SSE keep-alive period). When that is the answer, it is
-//! the whole response: `200`, `application/json`, with a `Content-Length`: one write, and a
-//! body a client reads to its end, so that its connection can serve its next request (MCP
-//! lets a server answer a POST with either JSON or a stream). Otherwise (progress first, or
-//! nothing yet when the keep-alive is due) the response is what rmcp sends for a call on a
-//! session: `200`, `text/event-stream`, the call's `notifications/progress` (when the client
-//! sent a `progressToken`) and then the answer, one `data:` event each, SSE comments as
-//! keep-alive while the call runs. Differences, by choice (`BENCHMARKS.md`, "HTTP fast
-//! path"):
-//! - a call without progress is answered with JSON where rmcp streams one event;
+//! drain, audit, metrics) and is answered with [`answer_line`]. The response is what rmcp
+//! sends for a call on a session: `200`, `text/event-stream`, the call's
+//! `notifications/progress` (when the client sent a `progressToken`) and then the answer,
+//! one `data:` event each, SSE comments as keep-alive while a call runs. Differences, by
+//! choice (`BENCHMARKS.md`, "HTTP fast path"):
 //! - no priming event and no event ids: the stream cannot be resumed with `Last-Event-ID`
 //!   (rmcp keeps a call's events for 60 s so that a client whose connection broke can
 //!   fetch them); a client that loses the connection loses that answer, as over stdio;
@@ -269,7 +263,7 @@ impl FastSessions {
     }
 
     /// Answers call `id` of `session` (the front has checked and claimed it).
-    pub(crate) async fn call(
+    pub(crate) fn call(
         self: &Arc<Self>,
         session: Arc<Session>,
         id: RequestId,
@@ -311,18 +305,14 @@ impl FastSessions {
                 .count_fast_path_call();
             Some(answer_line(id, outcome, false))
         };
-        let mut body = CallBody {
+        let body = CallBody {
             call: Some(Box::pin(answer)),
             answer: None,
-            early: None,
             progress: progress_rx,
             keep_alive: self.keep_alive,
             idle: None,
             done: false,
         };
-        if let Some(line) = body.answer_first().await {
-            return json_response(line);
-        }
         let mut response = Response::new(Body::from_stream(body));
         let headers = response.headers_mut();
         headers.insert(
@@ -428,85 +418,17 @@ fn accepts_both(headers: &HeaderMap) -> bool {
 
 type Answering = Pin<Box<dyn Future<Output = Option<Vec<u8>>> + Send>>;
 
-/// The answer alone, as a JSON body: sized, so that a client that stops reading at the
-/// answer (rmcp's client does, for a 2025-era session) leaves the connection reusable.
-fn json_response(line: Vec<u8>) -> Response {
-    let mut line = line;
-    if line.last() == Some(&b'\n') {
-        line.pop();
-    }
-    let mut response = Response::new(Body::from(line));
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    response
-}
-
 /// The response body of one call: its progress, then its answer, as SSE events.
 struct CallBody {
     /// The call, until it is over.
     call: Option<Answering>,
     /// The call is over: its answer (`None`: cancelled, no answer).
     answer: Option<Option<Vec<u8>>>,
-    /// Progress read while waiting to see whether the answer comes first: the first event.
-    early: Option<ProgressNotificationParam>,
     progress: Option<mpsc::Receiver<ProgressNotificationParam>>,
     keep_alive: Duration,
     /// Armed while the call runs and nothing is sent.
     idle: Option<Pin<Box<tokio::time::Sleep>>>,
     done: bool,
-}
-
-impl CallBody {
-    /// Waits for what the call sends first: `Some` when that is its answer and nothing came
-    /// before it, which then goes alone as a JSON body (MCP lets a server answer a POST with
-    /// either); `None` when progress came first, the call was cancelled, or nothing came
-    /// within the keep-alive period (rmcp's stream would send its first comment then): the
-    /// response is the SSE stream, starting with what was read.
-    async fn answer_first(&mut self) -> Option<Vec<u8>> {
-        // The stream's keep-alive timer: when it fires first, the stream starts with the
-        // comment rmcp's would send then.
-        let keep_alive = self.keep_alive;
-        self.idle = Some(Box::pin(tokio::time::sleep(keep_alive)));
-        std::future::poll_fn(|cx| {
-            if let Some(call) = &mut self.call
-                && let Poll::Ready(answer) = call.as_mut().poll(cx)
-            {
-                self.call = None;
-                // Progress sent before the answer goes out before it, on the stream.
-                if let Some(params) = self.progress.as_mut().and_then(|p| p.try_recv().ok()) {
-                    self.early = Some(params);
-                    self.answer = Some(answer);
-                    return Poll::Ready(None);
-                }
-                return match answer {
-                    Some(line) => Poll::Ready(Some(line)),
-                    None => {
-                        self.answer = Some(None);
-                        Poll::Ready(None)
-                    }
-                };
-            }
-            if let Some(progress) = &mut self.progress
-                && let Poll::Ready(next) = progress.poll_recv(cx)
-            {
-                match next {
-                    Some(params) => {
-                        self.early = Some(params);
-                        return Poll::Ready(None);
-                    }
-                    // Closed without progress: only the answer can come now.
-                    None => self.progress = None,
-                }
-            }
-            match &mut self.idle {
-                Some(idle) => idle.as_mut().poll(cx).map(|()| None),
-                None => Poll::Ready(None),
-            }
-        })
-        .await
-    }
 }
 
 impl futures::Stream for CallBody {
@@ -516,9 +438,6 @@ impl futures::Stream for CallBody {
         let this = &mut *self;
         if this.done {
             return Poll::Ready(None);
-        }
-        if let Some(params) = this.early.take() {
-            return Poll::Ready(Some(Ok(progress_event(params))));
         }
         if let Some(call) = &mut this.call
             && let Poll::Ready(answer) = call.as_mut().poll(cx)
