@@ -263,7 +263,7 @@ async fn gateway_http(env: &Env, config: &Path) -> anyhow::Result<Session> {
     .context("toolgate did not listen within 60 s")??;
     // Keep draining stderr so the gateway never blocks on a full pipe.
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    // A pooled client, as the TypeScript and Python SDKs' HTTP stacks are: rmcp's default
+    // A pooled client, as Node's `fetch` and Python's `httpx` are by default: rmcp's default
     // opens a new TCP connection for every request (`pool_max_idle_per_host(0)`), whose
     // cost would then be measured instead of the gateway's. BENCH_HTTP_UNPOOLED=1 keeps it.
     let transport = if std::env::var_os("BENCH_HTTP_UNPOOLED").is_some() {
@@ -483,7 +483,9 @@ const USAGE: &str = "usage: bench [--quick] [--memory] [--client-workers N] [--s
     \x20              prints the pids first (default 16 callers; --callers 1 = sequential;\n\
     \x20              --http: through `serve --http` instead)\n\
     BENCH_TOOLGATE=PATH runs that gateway binary (or wrapper script) instead of\n\
-    \x20              target/<profile>/toolgate";
+    \x20              target/<profile>/toolgate\n\
+    BENCH_HTTP_UNPOOLED=1 rmcp's default HTTP client (a new TCP connection per\n\
+    \x20              request) instead of a pooled one";
 
 /// What the command line asked for.
 struct Args {
