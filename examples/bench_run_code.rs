@@ -27,7 +27,11 @@ async fn main() -> anyhow::Result<()> {
         .parent()
         .context("examples directory")?
         .to_path_buf();
-    let toolgate = dir.parent().context("target directory")?.join("toolgate");
+    // `BENCH_TOOLGATE`: another gateway binary or a wrapper script, as for `bench`.
+    let toolgate = match std::env::var_os("BENCH_TOOLGATE") {
+        Some(path) => path.into(),
+        None => dir.parent().context("target directory")?.join("toolgate"),
+    };
     let echo = dir.join("echo_server");
     let work = tempfile::tempdir()?;
     let config = work.path().join("servers.toml");
