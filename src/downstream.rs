@@ -56,7 +56,7 @@ struct CallRequest {
     progress: Option<rmcp::model::ProgressToken>,
     /// Where that progress goes instead of the session's peer (HTTP's fast path: the
     /// call's own response stream).
-    progress_stream: Option<tokio::sync::mpsc::Sender<rmcp::model::ProgressNotificationParam>>,
+    progress_stream: Option<crate::upstream::ProgressStream>,
     /// Fired by the client's `notifications/cancelled`.
     cancel: tokio_util::sync::CancellationToken,
     /// `_meta.traceparent`, else (over HTTP) the `traceparent` header; unreadable is absent.

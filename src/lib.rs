@@ -123,3 +123,8 @@ pub mod relay;
 pub mod rounds;
 pub mod telemetry;
 pub mod upstream;
+
+/// A hash map for keys toolgate or its config chose (tool, server and session names, raw
+/// call numbers), looked up on every call: foldhash, randomly seeded per process, instead of
+/// SipHash. Keys a client chooses and inserts (request ids) stay on the standard hasher.
+pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;

@@ -492,7 +492,10 @@ async fn serve(
             Some(addr) => {
                 downstream::http::serve(gateway.clone(), addr, end_sessions.clone(), |bound| {
                     // Tests and scripts read this line to learn the port when ADDR ends in :0.
-                    eprintln!("toolgate: listening on http://{bound}/mcp");
+                    // One write: `eprintln!` writes its pieces one by one, and another writer
+                    // on the same stderr (a log line, valgrind) could land inside the line.
+                    let line = format!("toolgate: listening on http://{bound}/mcp\n");
+                    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
                 })
                 .await
             }

@@ -103,6 +103,10 @@ pub struct ToolCall {
 }
 
 /// The base of the chain: forward to the owning upstream, or run a program.
+///
+/// Only the raw upstream call is awaited in place: a program, a task and rmcp's typed call
+/// are boxed, so that this future (allocated once per call by [`stages::Next::run`]) is
+/// the size of the common path, not of its largest branch.
 async fn dispatch(
     pipeline: &Pipeline,
     rules: &Rules,
@@ -114,7 +118,9 @@ async fn dispatch(
         let (Some(code), Some(pipeline)) = (&rules.code, pipeline.me.upgrade()) else {
             return Err(CallError::UnknownTool(entry.exposed.to_string()));
         };
-        return code.run(pipeline, call, cancel).await.map(Answer::Decoded);
+        return Box::pin(code.run(pipeline, call, cancel))
+            .await
+            .map(Answer::Decoded);
     }
     let upstream =
         pipeline
@@ -134,7 +140,7 @@ async fn dispatch(
         rounds: call.client.as_ref().and_then(|c| c.rounds.clone()),
     };
     if let Some(task) = &call.task {
-        return task::dispatch(&upstream, call, task, context).await;
+        return Box::pin(task::dispatch(&upstream, call, task, context)).await;
     }
     if call.raw && upstream.raw_link().is_some() {
         pipeline.metrics.count_raw_upstream_call();
@@ -144,8 +150,7 @@ async fn dispatch(
         return Ok(Answer::Raw(raw));
     }
     Ok(Answer::Decoded(
-        upstream
-            .call(&entry.upstream_name, Some(call.arguments.clone()), context)
+        Box::pin(upstream.call(&entry.upstream_name, Some(call.arguments.clone()), context))
             .await?,
     ))
 }
@@ -447,7 +452,10 @@ impl Pipeline {
                 GateDecision::Deny { reason, code } => {
                     return Err(CallError::Denied { reason, code });
                 }
-                GateDecision::Ask { reason } => builtin::ask(call, &reason, &cancel).await?,
+                // Boxed: an elicitation's future is large, and most calls never ask.
+                GateDecision::Ask { reason } => {
+                    Box::pin(builtin::ask(call, &reason, &cancel)).await?
+                }
             }
         }
         let next = Next {

@@ -371,7 +371,8 @@ impl Registry {
         let offer_layers = passthrough::name_layers(self.policy, offers);
 
         let mut known = HashMap::with_capacity(self.profiles.len());
-        let mut by_profile = HashMap::with_capacity(self.profiles.len());
+        let mut by_profile =
+            crate::FastMap::with_capacity_and_hasher(self.profiles.len(), Default::default());
         for spec in &self.profiles {
             let layer = |profile: Option<&ProfileName>| layer_of(&layers, profile);
             // Global, then each ancestor's own layer, farthest first: nearer replaces farther.

@@ -123,9 +123,9 @@ struct Session {
 
 #[derive(Default)]
 struct Inner {
-    sessions: HashMap<SessionId, Session>,
+    sessions: crate::FastMap<SessionId, Session>,
     /// Per server, one entry per call in flight.
-    in_flight: HashMap<ServerId, Vec<Busy>>,
+    in_flight: crate::FastMap<ServerId, Vec<Busy>>,
     /// (server, upstream task id) → the `tasks/result` requests of its 2025-era client
     /// waiting for it (numbered), which send what the server asks about the task.
     waiting: HashMap<(ServerId, String), Vec<Waiting>>,

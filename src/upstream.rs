@@ -171,8 +171,12 @@ pub enum ProgressTo {
     /// Onto the call's own response stream (HTTP's fast path, `downstream::http::fast`):
     /// bounded, a notification that finds it full is dropped, as
     /// [`crate::downstream::guard`] drops them for a client that does not read.
-    Stream(tokio::sync::mpsc::Sender<rmcp::model::ProgressNotificationParam>),
+    Stream(ProgressStream),
 }
+
+/// A call's own progress stream (HTTP's fast path). Boxed: tokio allocates a channel's first
+/// 32 slots at once, 3 KB for this type unboxed, and rmcp's clients ask every call for progress.
+pub type ProgressStream = tokio::sync::mpsc::Sender<Box<rmcp::model::ProgressNotificationParam>>;
 
 impl ProgressSink {
     /// Sends one notification (its token already the client's) to the client.
@@ -185,7 +189,7 @@ impl ProgressSink {
                 .notify_progress(params)
                 .await
                 .map_err(|e| e.to_string()),
-            ProgressTo::Stream(stream) => stream.try_send(params).map_err(|e| match e {
+            ProgressTo::Stream(stream) => stream.try_send(Box::new(params)).map_err(|e| match e {
                 tokio::sync::mpsc::error::TrySendError::Full(_) => {
                     "the response stream is full: notification dropped".to_owned()
                 }

@@ -51,6 +51,10 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
+mod envelope;
+
+use envelope::{CallParams, Envelope, Object, Params, is_object};
+
 use super::{
     CallRequest, GatewayService,
     guard::{TOOLS_CALL, duplicate_id},
@@ -148,7 +152,7 @@ impl FastPath {
         self.in_flight.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn take_call(&self, session: &Session, id: RequestId, params: Option<&RawValue>) -> bool {
+    fn take_call(&self, session: &Session, id: RequestId, params: Params<'_>) -> bool {
         let Some(params) = CallParts::parse(params) else {
             return false;
         };
@@ -330,27 +334,25 @@ pub(crate) struct CallParts {
 
 impl CallParts {
     /// `None` leaves the request to rmcp: params not an object, other keys, other `_meta`.
-    fn parse(params: Option<&RawValue>) -> Option<Self> {
-        let params = params.filter(|p| is_object(p.get().as_bytes()))?;
-        let params = serde_json::from_str::<CallParams<'_>>(params.get()).ok()?;
-        if params
-            .meta
-            .as_ref()
-            .is_some_and(|meta| !is_object(meta.get().as_bytes()))
-        {
-            return None;
-        }
-        let (progress, traceparent) = match params.meta {
-            Some(meta) => {
-                let meta = serde_json::from_str::<CallMeta>(meta.get()).ok()?;
-                (
-                    meta.progress_token,
-                    // Unreadable is absent, as on the typed path: the call starts a trace.
-                    meta.traceparent
-                        .as_deref()
-                        .map(crate::telemetry::Traceparent::parse),
-                )
+    fn parse(params: Params<'_>) -> Option<Self> {
+        let params = match params {
+            Params::Call(params) => params,
+            // Before the method: read now.
+            Params::Raw(raw) => {
+                serde_json::from_str::<Object<CallParams<'_>>>(raw.get())
+                    .ok()?
+                    .0
             }
+            Params::Absent => return None,
+        };
+        let (progress, traceparent) = match params.meta {
+            Some(Object(meta)) => (
+                meta.progress_token,
+                // Unreadable is absent, as on the typed path: the call starts a trace.
+                meta.traceparent
+                    .as_deref()
+                    .map(crate::telemetry::Traceparent::parse),
+            ),
             None => (None, None),
         };
         Some(Self {
@@ -364,10 +366,7 @@ impl CallParts {
     /// A whole message (an HTTP POST body): `Some` for a `tools/call` request with a number
     /// or string id, `jsonrpc: "2.0"` and params [`CallParts::parse`] takes.
     pub(crate) fn peek(message: &[u8]) -> Option<(RequestId, Self)> {
-        if !is_object(message) {
-            return None;
-        }
-        let envelope = serde_json::from_slice::<Envelope<'_>>(message).ok()?;
+        let envelope = Envelope::read(message)?;
         if envelope.jsonrpc != "2.0" || envelope.method.as_deref() != Some(TOOLS_CALL) {
             return None;
         }
@@ -387,7 +386,7 @@ impl CallParts {
         cancel: CancellationToken,
         header_traceparent: Option<&str>,
         subject: Option<Arc<str>>,
-        progress_stream: Option<tokio::sync::mpsc::Sender<rmcp::model::ProgressNotificationParam>>,
+        progress_stream: Option<crate::upstream::ProgressStream>,
     ) -> CallRequest {
         let traceparent = match self.traceparent {
             Some(read) => read,
@@ -412,17 +411,17 @@ pub(crate) fn peek_cancel(message: &[u8]) -> Option<RequestId> {
         #[serde(rename = "requestId")]
         request_id: RequestId,
     }
-    if !is_object(message) {
-        return None;
-    }
-    let envelope = serde_json::from_slice::<Envelope<'_>>(message).ok()?;
+    let envelope = Envelope::read(message)?;
     if envelope.jsonrpc != "2.0"
         || envelope.id.is_some()
         || envelope.method.as_deref() != Some("notifications/cancelled")
     {
         return None;
     }
-    let params = envelope.params.filter(|p| is_object(p.get().as_bytes()))?;
+    let params = envelope
+        .params
+        .raw()
+        .filter(|p| is_object(p.get().as_bytes()))?;
     serde_json::from_str::<Cancelled>(params.get())
         .ok()
         .map(|c| c.request_id)
@@ -433,11 +432,7 @@ impl Intercept for FastPath {
         let Some(session) = self.session.get() else {
             return false;
         };
-        // serde would read a struct from an array too; JSON-RPC messages are objects.
-        if !is_object(line) {
-            return false;
-        }
-        let Ok(envelope) = serde_json::from_slice::<Envelope<'_>>(line) else {
+        let Some(envelope) = Envelope::read(line) else {
             return false;
         };
         if envelope.jsonrpc != "2.0" {
@@ -445,49 +440,11 @@ impl Intercept for FastPath {
         }
         match (envelope.method.as_deref(), envelope.id) {
             (Some(TOOLS_CALL), Some(id)) => self.take_call(session, id, envelope.params),
-            (Some("tools/list"), Some(id)) => self.take_list(session, id, envelope.params),
-            (Some("notifications/cancelled"), None) => self.take_cancel(envelope.params),
+            (Some("tools/list"), Some(id)) => self.take_list(session, id, envelope.params.raw()),
+            (Some("notifications/cancelled"), None) => self.take_cancel(envelope.params.raw()),
             _ => false,
         }
     }
-}
-
-/// The parts of a message looked at to decide; `params` stays raw.
-#[derive(Deserialize)]
-struct Envelope<'a> {
-    #[serde(borrow)]
-    jsonrpc: Cow<'a, str>,
-    id: Option<RequestId>,
-    #[serde(borrow)]
-    method: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    params: Option<&'a RawValue>,
-}
-
-/// `tools/call` params the fast path takes; any other key leaves the request to rmcp.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CallParams<'a> {
-    #[serde(borrow)]
-    name: Cow<'a, str>,
-    #[serde(default)]
-    arguments: Option<JsonObject>,
-    #[serde(default, borrow, rename = "_meta")]
-    meta: Option<&'a RawValue>,
-}
-
-/// Whether this JSON text is an object (its first non-blank byte is `{`).
-fn is_object(json: &[u8]) -> bool {
-    json.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CallMeta {
-    #[serde(rename = "progressToken")]
-    progress_token: Option<ProgressToken>,
-    /// W3C trace context (SEP-414); anything but a string leaves the request to rmcp.
-    traceparent: Option<String>,
 }
 
 struct Request {

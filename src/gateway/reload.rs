@@ -184,7 +184,7 @@ impl Gateway {
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner()),
         );
-        let http = reqwest::Client::new();
+        let http = std::cell::OnceCell::new();
         let hooks: Vec<Arc<ExternalHook>> = new
             .hooks
             .iter()

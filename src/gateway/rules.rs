@@ -39,7 +39,7 @@ pub(super) fn stages(
     mut stages: Stages,
     audit: Option<AuditLog>,
 ) -> (Stages, Vec<Arc<ExternalHook>>) {
-    let http = reqwest::Client::new();
+    let http = std::cell::OnceCell::new();
     let hooks: Vec<Arc<ExternalHook>> = config
         .hooks
         .iter()

@@ -123,6 +123,11 @@ impl Around for Timeout {
 pub struct RetryTransient;
 
 impl Around for RetryTransient {
+    /// Only tools with a retry policy: the others skip this stage.
+    fn wraps(&self, call: &ToolCall) -> bool {
+        call.entry.policy.retry.is_some()
+    }
+
     fn around<'a>(
         &'a self,
         call: &'a ToolCall,

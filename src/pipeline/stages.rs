@@ -55,6 +55,12 @@ pub trait Around: Send + Sync {
         cancel: CancellationToken,
         next: Next<'a>,
     ) -> BoxFuture<'a, Result<Answer, CallError>>;
+
+    /// Whether this wrapper has anything to do for `call`; one that has not is skipped, which
+    /// saves the boxed future of its `around` (the chain runs once or more per call).
+    fn wraps(&self, _call: &ToolCall) -> bool {
+        true
+    }
 }
 
 /// Runs on the upstream's result, in order.
@@ -89,17 +95,18 @@ impl<'a> Next<'a> {
         call: &'a ToolCall,
         cancel: CancellationToken,
     ) -> BoxFuture<'a, Result<Answer, CallError>> {
-        match self.chain.split_first() {
-            Some((wrapper, rest)) => wrapper.around(
-                call,
-                cancel,
-                Next {
+        let mut chain = self.chain;
+        while let Some((wrapper, rest)) = chain.split_first() {
+            if wrapper.wraps(call) {
+                let next = Next {
                     chain: rest,
                     pipeline: self.pipeline,
                     rules: self.rules,
-                },
-            ),
-            None => Box::pin(super::dispatch(self.pipeline, self.rules, call, cancel)),
+                };
+                return wrapper.around(call, cancel, next);
+            }
+            chain = rest;
         }
+        Box::pin(super::dispatch(self.pipeline, self.rules, call, cancel))
     }
 }

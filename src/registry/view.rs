@@ -26,7 +26,7 @@ pub struct View {
     /// Bumped on every rebuild.
     pub generation: u64,
     entries: Vec<Arc<ToolEntry>>,
-    by_name: HashMap<Arc<str>, Arc<ToolEntry>>,
+    by_name: crate::FastMap<Arc<str>, Arc<ToolEntry>>,
     /// The `tools/list` answer as sent, per protocol era (before and since 2026-07-28),
     /// built on the first list after a change rather than per request, and only for
     /// profiles someone lists.
@@ -141,7 +141,7 @@ impl View {
 /// Every profile's view, published together: one change event rebuilds them all.
 #[derive(Debug, Default)]
 pub struct Views {
-    pub(super) by_profile: HashMap<ProfileName, Arc<View>>,
+    pub(super) by_profile: crate::FastMap<ProfileName, Arc<View>>,
 }
 
 impl Views {

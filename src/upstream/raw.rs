@@ -21,7 +21,6 @@ mod call;
 pub use call::RawResult;
 
 use std::{
-    collections::HashMap,
     io,
     pin::Pin,
     sync::{
@@ -79,7 +78,7 @@ pub struct RawLink {
     /// The byte budget of the queue (permits are bytes).
     room: Arc<Semaphore>,
     budget: usize,
-    pending: Mutex<HashMap<u64, Pending>>,
+    pending: Mutex<crate::FastMap<u64, Pending>>,
     /// How many calls wait; read without the lock by the reader, which skips every line
     /// while nobody waits.
     waiting: AtomicUsize,
@@ -92,8 +91,10 @@ pub struct RawLink {
 struct Pending {
     answer: oneshot::Sender<RawAnswer>,
     /// Its progress, in the order the server wrote it: the reader takes it out of the stream
-    /// with the answer, so that the answer cannot overtake it.
-    progress: Option<mpsc::Sender<ProgressNotificationParam>>,
+    /// with the answer, so that the answer cannot overtake it. Boxed: tokio allocates a
+    /// channel's first 32 slots at once, 3 KB for this type unboxed, and rmcp's clients ask
+    /// every call for progress.
+    progress: Option<mpsc::Sender<Box<ProgressNotificationParam>>>,
 }
 
 /// A call waiting for its answer; its entry goes when it does (answered, timed out, cancelled).
@@ -102,7 +103,7 @@ pub struct Waiting<'a> {
     pub id: u64,
     pub answer: oneshot::Receiver<RawAnswer>,
     /// The call's progress, when it asked for it.
-    pub progress: Option<mpsc::Receiver<ProgressNotificationParam>>,
+    pub progress: Option<mpsc::Receiver<Box<ProgressNotificationParam>>>,
 }
 
 impl Drop for Waiting<'_> {
@@ -124,7 +125,7 @@ impl RawLink {
             queue: queue.clone(),
             room: room.clone(),
             budget,
-            pending: Mutex::new(HashMap::new()),
+            pending: Mutex::new(crate::FastMap::default()),
             waiting: AtomicUsize::new(0),
             next: AtomicU64::new(1),
             closed: Default::default(),
@@ -263,7 +264,7 @@ impl RawLink {
                     drop(pending);
                     return Some(line);
                 };
-                if progress.try_send(params).is_err() {
+                if progress.try_send(Box::new(params)).is_err() {
                     tracing::debug!(id, "progress dropped: the client is not reading it");
                 }
                 None

@@ -1,9 +1,6 @@
 //! The set of upstream servers: started together, then changed one by one by reloads (added, replaced, retired once their calls are over).
 
-use std::{
-    collections::HashMap,
-    sync::{Arc, RwLock},
-};
+use std::sync::{Arc, RwLock};
 
 use tokio::sync::mpsc;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
@@ -27,7 +24,7 @@ pub struct Upstreams {
 /// The current servers: the map and the config order are replaced together.
 #[derive(Default)]
 struct Members {
-    by_name: HashMap<ServerId, Member>,
+    by_name: crate::FastMap<ServerId, Member>,
     order: Vec<ServerId>,
 }
 

@@ -424,7 +424,7 @@ struct CallBody {
     call: Option<Answering>,
     /// The call is over: its answer (`None`: cancelled, no answer).
     answer: Option<Option<Vec<u8>>>,
-    progress: Option<mpsc::Receiver<ProgressNotificationParam>>,
+    progress: Option<mpsc::Receiver<Box<ProgressNotificationParam>>>,
     keep_alive: Duration,
     /// Armed while the call runs and nothing is sent.
     idle: Option<Pin<Box<tokio::time::Sleep>>>,
@@ -457,7 +457,7 @@ impl futures::Stream for CallBody {
             };
             if let Some(params) = next {
                 this.idle = None;
-                return Poll::Ready(Some(Ok(progress_event(params))));
+                return Poll::Ready(Some(Ok(progress_event(*params))));
             }
         }
         if let Some(answer) = this.answer.take() {

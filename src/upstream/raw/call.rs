@@ -146,6 +146,14 @@ impl RawResult {
     }
 }
 
+/// Writes `"tg-<id>"`, a raw request's id and progress token. Without `fmt`: a formatted
+/// write cost about 1,300 instructions per call.
+fn push_raw_id(line: &mut Vec<u8>, id: u64) {
+    line.extend_from_slice(b"\"tg-");
+    line.extend_from_slice(itoa::Buffer::new().format(id).as_bytes());
+    line.push(b'"');
+}
+
 /// Relays one progress notification to the calling client under its own token, and waits
 /// until it is sent, so that the answer written after it cannot overtake it.
 async fn relay_progress(ctx: &CallContext, mut params: rmcp::model::ProgressNotificationParam) {
@@ -182,10 +190,9 @@ impl Upstream {
         });
         let id = waiting.id;
         let mut line = Vec::with_capacity(128);
-        let _ = write!(
-            line,
-            r#"{{"jsonrpc":"2.0","id":"tg-{id}","method":"tools/call","params":{{"name":"#
-        );
+        line.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+        push_raw_id(&mut line, id);
+        line.extend_from_slice(br#","method":"tools/call","params":{"name":"#);
         serde_json::to_writer(&mut line, tool).map_err(|e| self.unwritable(e))?;
         line.extend_from_slice(br#","arguments":"#);
         serde_json::to_writer(&mut line, arguments).map_err(|e| self.unwritable(e))?;
@@ -193,7 +200,9 @@ impl Upstream {
         match (ctx.progress.is_some(), traceparent) {
             // The reader hands this call its progress in order with the answer.
             (true, None) => {
-                let _ = write!(line, r#","_meta":{{"progressToken":"tg-{id}"}}"#);
+                line.extend_from_slice(br#","_meta":{"progressToken":"#);
+                push_raw_id(&mut line, id);
+                line.push(b'}');
             }
             (true, Some(traceparent)) => {
                 let _ = write!(
@@ -222,14 +231,15 @@ impl Upstream {
                     tokio::select! {
                         biased;
                         // Progress first: it was written before the answer.
-                        Some(params) = progress => relay_progress(&ctx, params).await,
+                        // Boxed: a notification's future is large, and most calls have none.
+                        Some(params) = progress => Box::pin(relay_progress(&ctx, *params)).await,
                         answer = &mut waiting.answer => break answer,
                     }
                 };
                 // What came just before the answer, still queued.
                 if let Some(progress) = waiting.progress.as_mut() {
                     while let Ok(params) = progress.try_recv() {
-                        relay_progress(&ctx, params).await;
+                        Box::pin(relay_progress(&ctx, *params)).await;
                     }
                 }
                 answer.map_err(|_| self.closed_during_call())
