@@ -1,10 +1,11 @@
 //! A client message's envelope read in one pass, a `tools/call`'s params read as the call they are.
 //!
 //! Reading `params` as raw JSON first and as a call after scanned them twice (a raw value is
-//! skipped over, then checked as UTF-8); with `_meta` read the same way, about a seventh of
-//! a forwarded call's instructions went to reading its JSON (BENCHMARKS.md, issue 10). Every
-//! SDK writes `method` before `params`, so a `tools/call`'s params are read once, straight
-//! into [`CallParams`]; params that come first stay raw and are read after, as before.
+//! skipped over, then checked as UTF-8), and `_meta` the same way. Every SDK writes `method`
+//! before `params`, so a `tools/call`'s params are read once, straight into [`CallParams`];
+//! params that come first stay raw and are read after, as before. The saving is small: most
+//! of the 7k instructions that reading a call's line costs are per key (BENCHMARKS.md,
+//! "Per-call trims").
 //!
 //! What is taken is what the two-pass reading took: an object (a struct is not read from
 //! an array), no duplicate or unknown keys in the params or their `_meta`; anything else is
@@ -93,12 +94,8 @@ impl<'a> Envelope<'a> {
     /// `None` for anything but an object with a string `jsonrpc`, keys at most once, and (for
     /// a `tools/call` whose params come after its method) params a call can be read from.
     pub fn read(message: &'a [u8]) -> Option<Self> {
-        if !is_object(message) {
-            return None;
-        }
-        serde_json::from_slice::<Object<Envelope<'a>>>(message)
-            .ok()
-            .map(|envelope| envelope.0)
+        // Read as a map only: an array is refused, as JSON-RPC messages are objects.
+        serde_json::from_slice(message).ok()
     }
 }
 
