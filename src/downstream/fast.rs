@@ -496,3 +496,32 @@ fn typed_line(
     line.push(b'\n');
     line
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_reads_the_same_whether_its_params_come_before_or_after_its_method() {
+        let params = r#"{"name":"a","arguments":{"x":1},"_meta":{"progressToken":"p"}}"#;
+        let after =
+            format!(r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{params}}}"#);
+        let before =
+            format!(r#"{{"params":{params},"jsonrpc":"2.0","id":3,"method":"tools/call"}}"#);
+        for line in [after, before] {
+            let (id, call) = CallParts::peek(line.as_bytes()).unwrap();
+            assert_eq!(id, RequestId::Number(3));
+            assert_eq!(call.name, "a");
+            assert!(call.wants_progress());
+            assert_eq!(call.arguments.unwrap()["x"], 1);
+        }
+        // Refused either way: an unknown key in the params.
+        let bad = r#"{"name":"a","task":{}}"#;
+        for line in [
+            format!(r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{bad}}}"#),
+            format!(r#"{{"params":{bad},"jsonrpc":"2.0","id":3,"method":"tools/call"}}"#),
+        ] {
+            assert!(CallParts::peek(line.as_bytes()).is_none(), "{line}");
+        }
+    }
+}
