@@ -150,6 +150,8 @@ impl Admission {
         let cancel = CancellationToken::new();
         let work = work(cancel.clone());
         tokio::select! {
+            // In order, not by lot (`select!` draws one per poll): the work first.
+            biased;
             output = work => output,
             never = relay(client, &self.cut, &cancel) => match never {},
         }
@@ -168,6 +170,7 @@ async fn relay(
     to: &CancellationToken,
 ) -> Infallible {
     tokio::select! {
+        biased;
         () = either.cancelled() => {}
         () = or.cancelled() => {}
     }

@@ -165,22 +165,20 @@ pub struct Relay {
 }
 
 /// A call in flight on a server: ends when dropped.
-pub struct InFlight {
-    relay: Arc<Relay>,
-    server: ServerId,
+pub struct InFlight<'a> {
+    relay: &'a Relay,
+    server: &'a ServerId,
     call: u64,
 }
 
-impl Drop for InFlight {
+impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         let mut inner = self.relay.lock();
-        if let Some(calls) = inner.in_flight.get_mut(&self.server) {
-            if let Some(at) = calls.iter().position(|b| b.call == self.call) {
-                calls.swap_remove(at);
-            }
-            if calls.is_empty() {
-                inner.in_flight.remove(&self.server);
-            }
+        // The server's list stays when it empties: its next call reuses it (servers are few).
+        if let Some(calls) = inner.in_flight.get_mut(self.server)
+            && let Some(at) = calls.iter().position(|b| b.call == self.call)
+        {
+            calls.swap_remove(at);
         }
     }
 }
@@ -272,25 +270,29 @@ impl Relay {
 
     /// Marks a call of `session` in flight on `server` until the guard drops; `rounds` for a
     /// 2026-07-28 call.
-    pub fn begin_call(
-        self: &Arc<Self>,
-        server: &ServerId,
+    pub fn begin_call<'a>(
+        &'a self,
+        server: &'a ServerId,
         session: SessionId,
         rounds: Option<AskSink>,
-    ) -> InFlight {
+    ) -> InFlight<'a> {
         let call = self.next_call.fetch_add(1, Ordering::Relaxed);
-        self.lock()
-            .in_flight
-            .entry(server.clone())
-            .or_default()
-            .push(Busy {
-                call,
-                session,
-                rounds,
-            });
+        let busy = Busy {
+            call,
+            session,
+            rounds,
+        };
+        let mut inner = self.lock();
+        // The key is cloned only the first time: a call must not allocate for it.
+        match inner.in_flight.get_mut(server) {
+            Some(calls) => calls.push(busy),
+            None => {
+                inner.in_flight.insert(server.clone(), vec![busy]);
+            }
+        }
         InFlight {
-            relay: self.clone(),
-            server: server.clone(),
+            relay: self,
+            server,
             call,
         }
     }

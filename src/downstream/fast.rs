@@ -144,6 +144,9 @@ impl FastPath {
     /// briefly for the tasks to end.
     pub async fn stop(&self) {
         self.stop.cancel();
+        for (_, cancel) in self.in_flight().values() {
+            cancel.cancel();
+        }
         self.tasks.close();
         let _ = tokio::time::timeout(STOP_WAIT, self.tasks.wait()).await;
     }
@@ -160,12 +163,19 @@ impl FastPath {
             Ok(me) => me,
             Err(taken) => return taken,
         };
-        let cancel = self.stop.child_token();
+        // Not a child of `stop`: a child token costs two more locks of the session's shared
+        // parent; `stop` cancels the calls in `in_flight` itself.
+        let cancel = CancellationToken::new();
         let mut in_flight = self.in_flight();
         let taking = self
             .taken
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         in_flight.insert(id.clone(), (taking, cancel.clone()));
+        // Under the lock that `stop` takes after cancelling: a call taken as the session stops
+        // is cancelled by one or the other.
+        if self.stop.is_cancelled() {
+            cancel.cancel();
+        }
         drop(in_flight);
         let request = Request {
             id,

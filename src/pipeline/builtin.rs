@@ -104,6 +104,8 @@ impl Around for Timeout {
             let attempt = cancel.child_token();
             let mut running = next.run(call, attempt.clone());
             tokio::select! {
+                // In order, not by lot: an answer ready at the deadline is taken.
+                biased;
                 // The chain answered in time.
                 outcome = &mut running => outcome,
                 // Too slow: cancel upstream, give the chain a moment to send the cancel, answer.

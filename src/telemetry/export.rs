@@ -12,7 +12,7 @@ use opentelemetry_otlp::{Protocol, WithExportConfig};
 use opentelemetry_sdk::{Resource, trace::SdkTracerProvider};
 use tracing::{Level, Metadata};
 use tracing_subscriber::{
-    EnvFilter, Layer, filter::filter_fn, layer::SubscriberExt, util::SubscriberInitExt,
+    EnvFilter, Layer, Registry, filter::filter_fn, layer::SubscriberExt, util::SubscriberInitExt,
 };
 
 use crate::config::{OtlpProtocol, TracingSettings};
@@ -92,30 +92,41 @@ pub fn init(
     filter: EnvFilter,
     settings: &TracingSettings,
 ) -> Result<Telemetry, TelemetryError> {
-    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
-    let logs = match style {
-        LogStyle::Text { ansi } => logs.with_ansi(ansi).with_filter(filter).boxed(),
-        LogStyle::Json => logs.json().with_filter(filter).boxed(),
-    };
     let provider = match wanted(settings, &|var| std::env::var(var).ok()) {
         true => Some(provider(settings)?),
         false => None,
     };
     let export = provider.as_ref().map(|provider| {
-        let tracer = provider.tracer("toolgate");
         tracing_opentelemetry::layer()
-            .with_tracer(tracer)
+            .with_tracer(provider.tracer("toolgate"))
             .with_filter(filter_fn(exported))
+            .boxed()
     });
     tracing_subscriber::registry()
-        .with(logs)
-        .with(export)
+        .with(layers(style, filter, export))
         .try_init()
         .map_err(|e| TelemetryError::Subscriber(e.to_string()))?;
     if provider.is_some() {
         super::EXPORTING.store(true, std::sync::atomic::Ordering::Relaxed);
     }
     Ok(Telemetry { provider })
+}
+
+type BoxedLayer = Box<dyn Layer<Registry> + Send + Sync>;
+
+/// The log lines' layer, and the export layer when there is one.
+///
+/// A list, not an `Option` layer: tracing-subscriber's `None` layer declares an interest in
+/// every callsite, so every span up to the logs' most verbose level was recorded and entered
+/// even though no layer kept it: rmcp's `serve_inner` span, for one, on every poll of both
+/// service loops (about 1,000 instructions per call, BENCHMARKS.md).
+fn layers(style: LogStyle, filter: EnvFilter, export: Option<BoxedLayer>) -> Vec<BoxedLayer> {
+    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let logs = match style {
+        LogStyle::Text { ansi } => logs.with_ansi(ansi).with_filter(filter).boxed(),
+        LogStyle::Json => logs.json().with_filter(filter).boxed(),
+    };
+    std::iter::once(logs).chain(export).collect()
 }
 
 /// What the OpenTelemetry layer sees: the call spans and their hops, and the warnings and
@@ -199,6 +210,18 @@ mod tests {
         assert!(!wanted(&none, &blank));
         let disabled = |var: &str| (var == "OTEL_SDK_DISABLED").then(|| "TRUE".into());
         assert!(!wanted(&configured, &disabled));
+    }
+
+    #[test]
+    fn a_span_no_layer_keeps_is_not_recorded() {
+        let filter = EnvFilter::new("toolgate=info,rmcp=error");
+        let subscriber = tracing_subscriber::registry().with(layers(LogStyle::Json, filter, None));
+        tracing::subscriber::with_default(subscriber, || {
+            // rmcp wraps each service loop in an info span; the filter drops rmcp below error.
+            assert!(tracing::info_span!(target: "rmcp::service", "serve_inner").is_disabled());
+            assert!(tracing::debug_span!(target: "toolgate::call", "tools/call").is_disabled());
+            assert!(!tracing::info_span!(target: "toolgate::gateway", "kept").is_disabled());
+        });
     }
 
     #[test]

@@ -168,7 +168,7 @@ async fn page(
     }
     line.extend_from_slice(b"}}\n");
     link.send(line, Some(id)).await.map_err(|()| closed())?;
-    let answer = (&mut waiting.answer).await.map_err(|_| closed())?;
+    let answer = waiting.events.answer().await.map_err(|()| closed())?;
     let span = |(start, end): (usize, usize)| answer.line.get(start..end).unwrap_or_default();
     match (answer.result, answer.error) {
         (Some(result), None) => match serde_json::from_slice::<Value>(span(result)) {

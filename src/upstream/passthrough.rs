@@ -151,7 +151,7 @@ impl Upstream {
 
     /// Marks the caller's request in flight on this server, so that the server's requests
     /// meanwhile go to it.
-    fn in_flight(&self, limit: &Limit) -> Option<crate::relay::InFlight> {
+    fn in_flight(&self, limit: &Limit) -> Option<crate::relay::InFlight<'_>> {
         let (session, rounds) = limit.caller.clone()?;
         Some(self.relay.begin_call(&self.name, session, rounds))
     }

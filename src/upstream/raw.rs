@@ -17,8 +17,11 @@
 //! calls that nobody waits for any more.
 
 mod call;
+mod peek;
+mod slot;
 
 pub use call::RawResult;
+pub use slot::{Event, Waiter};
 
 use std::{
     io,
@@ -36,7 +39,7 @@ use serde_json::value::RawValue;
 use tokio::{
     io::{AsyncWrite, AsyncWriteExt},
     process::ChildStdin,
-    sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot},
+    sync::{OwnedSemaphorePermit, Semaphore, mpsc},
 };
 use tokio_util::sync::{CancellationToken, PollSemaphore, PollSender};
 
@@ -46,10 +49,6 @@ const QUEUE: usize = 1024;
 /// Small lines queued together are written with one `write` (under load, one wake-up of the
 /// child for several requests).
 const COALESCE_BYTES: usize = 64 * 1024;
-
-/// Progress notifications one raw call may have waiting; more are dropped (a client that
-/// reads keeps this near zero).
-const PROGRESS_QUEUE: usize = 64;
 
 /// An answer to a raw request, as read: the whole line and where its `result` or `error` is.
 pub struct RawAnswer {
@@ -78,7 +77,8 @@ pub struct RawLink {
     /// The byte budget of the queue (permits are bytes).
     room: Arc<Semaphore>,
     budget: usize,
-    pending: Mutex<crate::FastMap<u64, Pending>>,
+    /// Where the reader leaves what comes for each waiting call.
+    pending: Mutex<crate::FastMap<u64, slot::Filler>>,
     /// How many calls wait; read without the lock by the reader, which skips every line
     /// while nobody waits.
     waiting: AtomicUsize,
@@ -87,23 +87,12 @@ pub struct RawLink {
     closed: std::sync::atomic::AtomicBool,
 }
 
-/// Where the reader puts what comes for one raw call.
-struct Pending {
-    answer: oneshot::Sender<RawAnswer>,
-    /// Its progress, in the order the server wrote it: the reader takes it out of the stream
-    /// with the answer, so that the answer cannot overtake it. Boxed: tokio allocates a
-    /// channel's first 32 slots at once, 3 KB for this type unboxed, and rmcp's clients ask
-    /// every call for progress.
-    progress: Option<mpsc::Sender<Box<ProgressNotificationParam>>>,
-}
-
 /// A call waiting for its answer; its entry goes when it does (answered, timed out, cancelled).
 pub struct Waiting<'a> {
     link: &'a RawLink,
     pub id: u64,
-    pub answer: oneshot::Receiver<RawAnswer>,
-    /// The call's progress, when it asked for it.
-    pub progress: Option<mpsc::Receiver<Box<ProgressNotificationParam>>>,
+    /// Its progress (when it asked for it) and its answer, in the order the server wrote them.
+    pub events: Waiter,
 }
 
 impl Drop for Waiting<'_> {
@@ -150,35 +139,20 @@ impl RawLink {
         (link, shared, stop)
     }
 
-    /// A fresh request id, and the receivers its answer (and its progress, if `progress`)
-    /// will come to.
+    /// A fresh request id, and where its answer (and its progress, if `progress`) will come.
     pub fn expect(&self, progress: bool) -> Option<Waiting<'_>> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let (sender, answer) = oneshot::channel();
-        let (progress_sender, progress) = match progress {
-            true => {
-                let (sender, receiver) = mpsc::channel(PROGRESS_QUEUE);
-                (Some(sender), Some(receiver))
-            }
-            false => (None, None),
-        };
+        let (filler, events) = slot::slot(progress);
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
         if self.closed.load(Ordering::Acquire) {
             return None;
         }
-        pending.insert(
-            id,
-            Pending {
-                answer: sender,
-                progress: progress_sender,
-            },
-        );
+        pending.insert(id, filler);
         self.waiting.store(pending.len(), Ordering::Release);
         Some(Waiting {
             link: self,
             id,
-            answer,
-            progress,
+            events,
         })
     }
 
@@ -247,27 +221,32 @@ impl RawLink {
                     entry
                 };
                 match pending {
-                    Some(pending) => {
-                        let _ = pending.answer.send(RawAnswer {
-                            line,
-                            result,
-                            error,
-                        });
-                    }
+                    Some(filler) => filler.answer(RawAnswer {
+                        line,
+                        result,
+                        error,
+                    }),
                     None => tracing::debug!(id, "an answer came for a call no longer waiting"),
                 }
                 None
             }
             Some(ForRawCall::Progress { id, params }) => {
                 let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-                let Some(progress) = pending.get(&id).and_then(|p| p.progress.as_ref()) else {
+                let Some(filler) = pending.get(&id) else {
                     drop(pending);
                     return Some(line);
                 };
-                if progress.try_send(Box::new(params)).is_err() {
-                    tracing::debug!(id, "progress dropped: the client is not reading it");
+                match filler.progress(Box::new(params)) {
+                    Ok(()) => None,
+                    Err(slot::Refused::NotWanted) => {
+                        drop(pending);
+                        Some(line)
+                    }
+                    Err(slot::Refused::Full) => {
+                        tracing::debug!(id, "progress dropped: the client is not reading it");
+                        None
+                    }
                 }
-                None
             }
             None => Some(line),
         }
@@ -368,6 +347,10 @@ async fn write_lines(
     let mut held: Vec<Out> = Vec::new();
     loop {
         let mut first = tokio::select! {
+            // Queued lines first: a stopping connection still writes what was queued before
+            // (a cancel sent as the drain ends its calls). The queue is bounded and no new
+            // calls start once a connection stops, so it drains.
+            biased;
             line = lines.recv() => match line {
                 Some(line) => line,
                 None => break,
@@ -391,6 +374,7 @@ async fn write_lines(
             }
         }
         let written = tokio::select! {
+            biased;
             written = stdin.write_all(&batch) => written,
             // A server that stopped reading holds the write; stopping must not wait for it.
             () = stop.cancelled() => break,

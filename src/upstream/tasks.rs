@@ -96,7 +96,7 @@ impl Upstream {
         let outcome = tokio::select! {
             answer = async {
                 link.send(line, Some(id)).await.map_err(|()| closed())?;
-                (&mut waiting.answer).await.map_err(|_| closed())
+                waiting.events.answer().await.map_err(|()| closed())
             } => answer,
             () = limit.cancel.cancelled() => Err(UpstreamError::Cancelled),
         };
@@ -183,7 +183,7 @@ impl Upstream {
     }
 
     /// While a task request runs, the server's requests (elicitation, sampling) go to its session.
-    fn in_flight_for(&self, limit: &Limit) -> Option<crate::relay::InFlight> {
+    fn in_flight_for(&self, limit: &Limit) -> Option<crate::relay::InFlight<'_>> {
         let (session, rounds) = limit.caller.clone()?;
         Some(self.relay.begin_call(&self.name, session, rounds))
     }

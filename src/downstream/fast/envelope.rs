@@ -69,6 +69,33 @@ pub(super) struct CallMeta {
     pub traceparent: Option<String>,
 }
 
+/// A string borrowed from the message when it has no escapes, else owned. serde's own `Cow`
+/// always owns outside a derive's `#[serde(borrow)]`: that was an allocation for every key
+/// and string value of the envelope.
+struct Text<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct TextVisitor<'a>(PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for TextVisitor<'a> {
+            type Value = Text<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, text: &'de str) -> Result<Text<'a>, E> {
+                Ok(Text(Cow::Borrowed(text)))
+            }
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<Text<'a>, E> {
+                Ok(Text(Cow::Owned(text.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, text: String) -> Result<Text<'a>, E> {
+                Ok(Text(Cow::Owned(text)))
+            }
+        }
+        deserializer.deserialize_str(TextVisitor(PhantomData))
+    }
+}
+
 /// `T` read from a JSON object only (serde reads a struct from an array too).
 pub(super) struct Object<T>(pub T);
 
@@ -125,11 +152,11 @@ impl<'de: 'a, 'a> Visitor<'de> for EnvelopeVisitor<'a> {
         let mut id: Option<Option<RequestId>> = None;
         let mut method: Option<Option<Cow<'a, str>>> = None;
         let mut params: Option<Params<'a>> = None;
-        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+        while let Some(Text(key)) = map.next_key::<Text<'de>>()? {
             match key.as_ref() {
                 "jsonrpc" => {
                     once(&jsonrpc, "jsonrpc")?;
-                    jsonrpc = Some(map.next_value()?);
+                    jsonrpc = Some(map.next_value::<Text<'a>>()?.0);
                 }
                 "id" => {
                     once(&id, "id")?;
@@ -137,7 +164,7 @@ impl<'de: 'a, 'a> Visitor<'de> for EnvelopeVisitor<'a> {
                 }
                 "method" => {
                     once(&method, "method")?;
-                    method = Some(map.next_value()?);
+                    method = Some(map.next_value::<Option<Text<'a>>>()?.map(|m| m.0));
                 }
                 "params" => {
                     once(&params, "params")?;
@@ -213,6 +240,13 @@ mod tests {
         ] {
             assert!(call(refused).is_none(), "{refused}");
         }
+        // Plain strings are borrowed from the line, escaped ones read as serde reads them.
+        let plain = Envelope::read(br#"{"jsonrpc":"2.0","method":"tools/list"}"#).unwrap();
+        assert!(matches!(plain.jsonrpc, Cow::Borrowed("2.0")));
+        assert!(matches!(plain.method, Some(Cow::Borrowed("tools/list"))));
+        let escaped = Envelope::read(br#"{"jsonrpc":"2.0","metho\u0064":"tools\/list"}"#).unwrap();
+        assert_eq!(escaped.method.as_deref(), Some("tools/list"));
+        assert!(Envelope::read(br#"{"jsonrpc":2,"method":"tools/list"}"#).is_none());
         // `null` is absent, as before.
         let nulls = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":null,"_meta":null}}"#;
         assert!(call(nulls).is_some());

@@ -3,10 +3,8 @@
 use std::io::Write as _;
 
 use rmcp::model::{CallToolResult, ErrorData, RequestId, ServerResult};
-use serde::Deserialize;
-use serde_json::value::RawValue;
 
-use super::RawAnswer;
+use super::{Event, RawAnswer, peek};
 use crate::{
     config::ServerId,
     upstream::{CallContext, Upstream, UpstreamError},
@@ -32,20 +30,9 @@ pub struct RawResult {
 }
 
 impl RawResult {
-    /// Looks at the result in `answer`: one pass, nothing decoded but a few keys.
+    /// Looks at the result in `answer`, which the reader checked as JSON: its top-level
+    /// keys only ([`super::peek`]), or with serde what that leaves.
     fn new(server: ServerId, line: Vec<u8>, (start, end): (usize, usize)) -> Self {
-        #[derive(Deserialize)]
-        struct Peek<'a> {
-            #[serde(default, rename = "isError")]
-            is_error: Option<bool>,
-            #[serde(borrow, rename = "resultType")]
-            result_type: Option<&'a RawValue>,
-            #[serde(borrow, rename = "structuredContent")]
-            structured: Option<&'a RawValue>,
-            #[serde(borrow)]
-            content: Option<&'a RawValue>,
-        }
-        let peek = serde_json::from_slice::<Peek<'_>>(&line[start..end]).ok();
         let mut raw = Self {
             server,
             start,
@@ -56,16 +43,15 @@ impl RawResult {
             structured_is_object: true,
             line: Vec::new(),
         };
-        if let Some(peek) = peek {
+        let json = &line[start..end];
+        if let Some(peek) = peek::peek(json).or_else(|| peek::by_serde(json)) {
             raw.is_error = peek.is_error == Some(true);
             raw.has_result_type = peek.result_type.is_some();
-            raw.structured_is_object = peek
-                .structured
-                .is_none_or(|value| value.get().starts_with('{'));
+            raw.structured_is_object = peek.structured.is_none_or(|value| value.starts_with(b"{"));
             // Anything rmcp's typed path would change (a missing `content`, which it adds, or
             // a result type other than `complete`) is decoded instead.
-            raw.plain = peek.content.is_some_and(|c| c.get().starts_with('['))
-                && peek.result_type.is_none_or(|t| t.get() == r#""complete""#);
+            raw.plain = peek.content.is_some_and(|c| c.starts_with(b"["))
+                && peek.result_type.is_none_or(|t| t == br#""complete""#);
         }
         raw.line = line;
         raw
@@ -218,31 +204,21 @@ impl Upstream {
         }
         line.extend_from_slice(b"}}\n");
         let answer = tokio::select! {
+            // In order, not by lot (`select!` draws one per poll): the answer first.
+            biased;
             // Queued (or the connection is gone), then answered; progress relayed meanwhile.
             answer = async {
                 link.send(line, Some(id)).await.map_err(|()| self.closed_during_call())?;
+                // Progress first: the reader leaves it in the order the server wrote it.
                 let answer = loop {
-                    let progress = async {
-                        match waiting.progress.as_mut() {
-                            Some(progress) => progress.recv().await,
-                            None => std::future::pending().await,
-                        }
-                    };
-                    tokio::select! {
-                        biased;
-                        // Progress first: it was written before the answer.
+                    match waiting.events.next().await {
                         // Boxed: a notification's future is large, and most calls have none.
-                        Some(params) = progress => Box::pin(relay_progress(&ctx, *params)).await,
-                        answer = &mut waiting.answer => break answer,
+                        Event::Progress(params) => Box::pin(relay_progress(&ctx, *params)).await,
+                        Event::Answer(answer) => break Ok(answer),
+                        Event::Closed => break Err(()),
                     }
                 };
-                // What came just before the answer, still queued.
-                if let Some(progress) = waiting.progress.as_mut() {
-                    while let Ok(params) = progress.try_recv() {
-                        Box::pin(relay_progress(&ctx, *params)).await;
-                    }
-                }
-                answer.map_err(|_| self.closed_during_call())
+                answer.map_err(|()| self.closed_during_call())
             } => answer?,
             // The client cancelled: tell the upstream, and give no answer.
             () = ctx.cancel.cancelled() => {
