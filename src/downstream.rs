@@ -48,6 +48,10 @@ use crate::{
     upstream::{ProgressSink, ProgressTo},
 };
 
+/// How long a session's first messages may wait for the servers' first starts (stdio and
+/// HTTP alike).
+const INITIALIZE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// A `tools/call` as the client sent it, however it was read.
 struct CallRequest {
     name: String,

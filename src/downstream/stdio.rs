@@ -13,9 +13,6 @@ use tokio_util::sync::CancellationToken;
 use super::{GatewayService, fast::FastPath, guard::Guarded, lines::Lines};
 use crate::{config::ProfileName, gateway::Gateway};
 
-/// How long `initialize` may wait for the servers' first starts.
-const INITIALIZE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
-
 /// Serves `profile` until the client closes stdin, `stop` fires (after a signal, once the
 /// calls in flight are drained), or the session fails. The caller has checked that `profile`
 /// exists.
@@ -57,7 +54,7 @@ pub async fn serve(
     // a moment, so that `initialize` declares what they offer rather than everything
     // (bounded: a slow server must not delay the handshake).
     let first_starts = tokio::time::timeout(
-        INITIALIZE_WAIT.min(gateway.config().supervise.start_grace),
+        super::INITIALIZE_WAIT.min(gateway.config().supervise.start_grace),
         gateway.ready(),
     );
     tokio::select! {
