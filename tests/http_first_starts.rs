@@ -2,10 +2,7 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::*;
-use rmcp::model::SubscriptionFilter;
 
 #[tokio::test]
 async fn a_session_opened_during_the_first_starts_can_subscribe_to_their_resources() {
@@ -18,12 +15,7 @@ async fn a_session_opened_during_the_first_starts_can_subscribe_to_their_resourc
     ));
     let gateway = HttpGateway::start(&work).await;
     let client = modern::over_http(Recorder::default(), &gateway.url).await;
-    let mut filter = SubscriptionFilter::new();
-    filter.resource_subscriptions = Some(vec!["notes+note://today".to_owned()]);
-    let subscription = tokio::time::timeout(Duration::from_secs(10), client.listen(filter))
-        .await
-        .expect("listen acknowledged in time")
-        .expect("subscriptions/listen accepted");
+    let subscription = modern::listen_to_resources(&client, &["notes+note://today"]).await;
     assert_eq!(
         subscription.acknowledged().resource_subscriptions,
         Some(vec!["notes+note://today".to_owned()]),

@@ -5,7 +5,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use rmcp::model::{ServerNotification, SubscriptionFilter};
+use rmcp::model::ServerNotification;
 use serde_json::json;
 
 const LIMIT: Duration = Duration::from_secs(10);
@@ -21,15 +21,8 @@ fn notes() -> Workdir {
 }
 
 async fn hears_updates_of_what_it_subscribed_to(client: &Client) {
-    let mut filter = SubscriptionFilter::new();
-    filter.resource_subscriptions = Some(vec![
-        "notes+note://today".to_owned(),
-        "nowhere://unknown".to_owned(),
-    ]);
-    let mut subscription = tokio::time::timeout(LIMIT, client.listen(filter))
-        .await
-        .expect("listen acknowledged in time")
-        .expect("subscriptions/listen accepted");
+    let mut subscription =
+        modern::listen_to_resources(client, &["notes+note://today", "nowhere://unknown"]).await;
     assert_eq!(
         subscription.acknowledged().resource_subscriptions,
         Some(vec!["notes+note://today".to_owned()]),

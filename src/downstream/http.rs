@@ -311,10 +311,8 @@ impl Front {
             })
             .map(str::to_owned);
         if !self.gateway.is_ready() {
-            // As over stdio, where no message is read before: a request that comes while the
-            // servers make their first start waits for them (bounded: a slow server must not
-            // hold it), so that its answer (a handshake's capabilities, a listen's
-            // acknowledged resources) includes what they offer.
+            // As over stdio: a request during the first starts waits for them (bounded), so
+            // that its answer (capabilities, a listen's resources) includes what they offer.
             let wait = super::INITIALIZE_WAIT.min(self.gateway.config().supervise.start_grace);
             let _ = tokio::time::timeout(wait, self.gateway.ready()).await;
         }

@@ -53,3 +53,17 @@ pub async fn over_http<H: ClientHandler>(handler: H, url: &str) -> RunningServic
     .expect("discover in time")
     .expect("2026-07-28 discover with toolgate over HTTP")
 }
+
+/// Opens a listen stream for updates of `uris` (bounded wait); what the gateway acknowledged
+/// is on the subscription.
+pub async fn listen_to_resources<H: ClientHandler>(
+    client: &RunningService<RoleClient, H>,
+    uris: &[&str],
+) -> rmcp::service::Subscription {
+    let mut filter = rmcp::model::SubscriptionFilter::new();
+    filter.resource_subscriptions = Some(uris.iter().map(|u| u.to_string()).collect());
+    tokio::time::timeout(Duration::from_secs(10), client.listen(filter))
+        .await
+        .expect("listen acknowledged in time")
+        .expect("subscriptions/listen accepted")
+}
