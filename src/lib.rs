@@ -59,6 +59,9 @@
 //! - [`telemetry`]: the `tools/call` span of every call (hooks and upstream requests as
 //!   children, a program's sub-calls under its `run_code`), W3C `traceparent` in and out,
 //!   and the optional OTLP/HTTP export ([`telemetry::export`]).
+//! - [`plain_json`]: a strict byte walk over plain JSON (no escapes, integers) that reads a
+//!   `tools/call` line and an upstream's answer line before, and instead of, serde; what it
+//!   cannot read exactly as serde would is left to serde.
 //! - [`error`]: stable error codes and their single mapping to JSON-RPC / `isError` results.
 //! - [`commands`]: the one-shot commands `check`, `tools`, `sdk` and `call` (`main.rs` only
 //!   parses the command line, starts the gateway and dispatches).
@@ -118,6 +121,7 @@ pub mod hooks;
 pub mod import;
 pub mod pinning;
 pub mod pipeline;
+pub(crate) mod plain_json;
 pub mod registry;
 pub mod relay;
 pub mod rounds;

@@ -12,6 +12,9 @@
 //!   the view's cached answer text ([`crate::registry::View::tools_answer`]), the very
 //!   bytes rmcp's path would write after building and encoding the list on every request.
 //!
+//! A plain call (no escapes, an integer or string id: what SDKs write) is read by a byte
+//! walk ([`scan`], [`crate::plain_json`]) that leaves the rest to serde; both read it alike.
+//!
 //! Everything else (another method, other params such as a task request, other `_meta`,
 //! malformed params, anything before the handshake is done, every request of a session
 //! opened with 2026-07-28's `server/discover` rather than `initialize`) goes to rmcp as
@@ -52,6 +55,7 @@ use serde_json::value::RawValue;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 mod envelope;
+mod scan;
 
 use envelope::{CallParams, Envelope, Object, Params, is_object};
 
@@ -155,10 +159,7 @@ impl FastPath {
         self.in_flight.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn take_call(&self, session: &Session, id: RequestId, params: Params<'_>) -> bool {
-        let Some(params) = CallParts::parse(params) else {
-            return false;
-        };
+    fn take_call(&self, session: &Session, id: RequestId, params: CallParts) -> bool {
         let me = match self.claim(session, &id) {
             Ok(me) => me,
             Err(taken) => return taken,
@@ -334,6 +335,7 @@ pub(crate) fn answer_line(
 }
 
 /// A `tools/call` a fast path may take, read from its params (see the module doc for which).
+#[cfg_attr(test, derive(Debug, PartialEq))]
 pub(crate) struct CallParts {
     name: String,
     arguments: Option<JsonObject>,
@@ -376,6 +378,11 @@ impl CallParts {
     /// A whole message (an HTTP POST body): `Some` for a `tools/call` request with a number
     /// or string id, `jsonrpc: "2.0"` and params [`CallParts::parse`] takes.
     pub(crate) fn peek(message: &[u8]) -> Option<(RequestId, Self)> {
+        scan::call(message).or_else(|| Self::peek_by_serde(message))
+    }
+
+    /// [`peek`](Self::peek) for a message the plain walk ([`scan`]) does not take.
+    fn peek_by_serde(message: &[u8]) -> Option<(RequestId, Self)> {
         let envelope = Envelope::read(message)?;
         if envelope.jsonrpc != "2.0" || envelope.method.as_deref() != Some(TOOLS_CALL) {
             return None;
@@ -442,6 +449,9 @@ impl Intercept for FastPath {
         let Some(session) = self.session.get() else {
             return false;
         };
+        if let Some((id, call)) = scan::call(line) {
+            return self.take_call(session, id, call);
+        }
         let Some(envelope) = Envelope::read(line) else {
             return false;
         };
@@ -449,7 +459,10 @@ impl Intercept for FastPath {
             return false;
         }
         match (envelope.method.as_deref(), envelope.id) {
-            (Some(TOOLS_CALL), Some(id)) => self.take_call(session, id, envelope.params),
+            (Some(TOOLS_CALL), Some(id)) => match CallParts::parse(envelope.params) {
+                Some(call) => self.take_call(session, id, call),
+                None => false,
+            },
             (Some("tools/list"), Some(id)) => self.take_list(session, id, envelope.params.raw()),
             (Some("notifications/cancelled"), None) => self.take_cancel(envelope.params.raw()),
             _ => false,

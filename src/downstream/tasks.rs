@@ -65,7 +65,7 @@ pub fn private_method(method: &str, params: Option<&Value>) -> Option<&'static s
 
 /// Whether a line may be a task-augmented `tools/call`: a cheap look before decoding it.
 pub fn may_carry_task(line: &[u8]) -> bool {
-    line.windows(6).any(|w| w == b"\"task\"")
+    memchr::memmem::find(line, b"\"task\"").is_some()
 }
 
 /// Whether a tool's definition (its extra) lets it run as a task.

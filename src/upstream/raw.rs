@@ -17,10 +17,12 @@
 //! calls that nobody waits for any more.
 
 mod call;
+mod head;
 mod peek;
 mod slot;
 
 pub use call::RawResult;
+use head::{ForRawCall, for_raw_call};
 pub use slot::{Event, Waiter};
 
 use std::{
@@ -33,9 +35,6 @@ use std::{
     task::{Context, Poll},
 };
 
-use rmcp::model::{NumberOrString, ProgressNotificationParam};
-use serde::Deserialize;
-use serde_json::value::RawValue;
 use tokio::{
     io::{AsyncWrite, AsyncWriteExt},
     process::ChildStdin,
@@ -261,66 +260,6 @@ impl RawLink {
     }
 }
 
-/// What a line from the server is for a raw call.
-enum ForRawCall {
-    /// The answer to request `"tg-<id>"`: where its `result` or `error` is in the line.
-    Answer {
-        id: u64,
-        result: Option<(usize, usize)>,
-        error: Option<(usize, usize)>,
-    },
-    /// Progress with the token `"tg-<id>"`.
-    Progress {
-        id: u64,
-        params: ProgressNotificationParam,
-    },
-}
-
-/// `"tg-<n>"` → `n`.
-fn raw_id(json: &str) -> Option<u64> {
-    json.strip_prefix("\"tg-")?.strip_suffix('"')?.parse().ok()
-}
-
-/// Whether `line` is for a raw call; `None` for any other line. One pass over the line; an
-/// answer's values are not decoded.
-fn for_raw_call(line: &[u8]) -> Option<ForRawCall> {
-    #[derive(Deserialize)]
-    struct Head<'a> {
-        #[serde(borrow)]
-        id: Option<&'a RawValue>,
-        #[serde(borrow)]
-        method: Option<&'a RawValue>,
-        #[serde(borrow)]
-        params: Option<&'a RawValue>,
-        #[serde(borrow)]
-        result: Option<&'a RawValue>,
-        #[serde(borrow)]
-        error: Option<&'a RawValue>,
-    }
-    let head: Head<'_> = serde_json::from_slice(line).ok()?;
-    if let Some(method) = head.method {
-        if head.id.is_some() || method.get() != r#""notifications/progress""# {
-            return None;
-        }
-        let params: ProgressNotificationParam = serde_json::from_str(head.params?.get()).ok()?;
-        let NumberOrString::String(token) = &params.progress_token.0 else {
-            return None;
-        };
-        let id = token.strip_prefix("tg-")?.parse().ok()?;
-        return Some(ForRawCall::Progress { id, params });
-    }
-    let id = raw_id(head.id?.get())?;
-    let span = |value: &RawValue| {
-        let start = value.get().as_ptr() as usize - line.as_ptr() as usize;
-        (start, start + value.get().len())
-    };
-    Some(ForRawCall::Answer {
-        id,
-        result: head.result.map(span),
-        error: head.error.map(span),
-    })
-}
-
 /// Whether `out` is still to be written: not the request of a raw call that is gone.
 fn still_wanted(out: &Out, link: &Weak<RawLink>) -> bool {
     match (out.call, link.upgrade()) {
@@ -473,48 +412,5 @@ impl AsyncWrite for SharedStdin {
         this.stop.cancel();
         this.queue.close();
         Poll::Ready(Ok(()))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_answers_and_progress_for_raw_ids_are_taken_and_spans_found() {
-        let answer = |line: &[u8]| match for_raw_call(line) {
-            Some(ForRawCall::Answer { id, result, error }) => Some((id, result, error)),
-            _ => None,
-        };
-        let line = br#"{"jsonrpc":"2.0","id":"tg-42","result":{"content":[]}}"#;
-        let (id, result, error) = answer(line).unwrap();
-        assert_eq!(id, 42);
-        let (start, end) = result.unwrap();
-        assert_eq!(&line[start..end], br#"{"content":[]}"#);
-        assert!(error.is_none());
-
-        // The TypeScript SDK writes the id last.
-        let line = br#"{"error":{"code":-1,"message":"x"},"jsonrpc":"2.0","id":"tg-7"}"#;
-        let (id, result, error) = answer(line).unwrap();
-        assert_eq!((id, result), (7, None));
-        let (start, end) = error.unwrap();
-        assert_eq!(&line[start..end], br#"{"code":-1,"message":"x"}"#);
-
-        let progress = br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"tg-3","progress":1}}"#;
-        assert!(matches!(
-            for_raw_call(progress),
-            Some(ForRawCall::Progress { id: 3, .. })
-        ));
-
-        for other in [
-            &br#"{"jsonrpc":"2.0","id":3,"result":{}}"#[..],
-            br#"{"jsonrpc":"2.0","id":"tg-1","method":"ping"}"#,
-            br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":5,"progress":1}}"#,
-            br#"{"jsonrpc":"2.0","method":"notifications/message","params":{}}"#,
-            br#"{"jsonrpc":"2.0","id":"tg-x","result":{}}"#,
-            b"not json",
-        ] {
-            assert!(for_raw_call(other).is_none());
-        }
     }
 }

@@ -1,0 +1,239 @@
+//! A line from a stdio server read for its head: the raw call it answers or reports progress for.
+
+use rmcp::model::{NumberOrString, ProgressNotificationParam};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::plain_json::Walk;
+
+/// Where a value is in its line: `line[start..end]`.
+type Span = (usize, usize);
+
+/// What a line from the server is for a raw call.
+pub(super) enum ForRawCall {
+    /// The answer to request `"tg-<id>"`: where its `result` or `error` is in the line.
+    Answer {
+        id: u64,
+        result: Option<Span>,
+        error: Option<Span>,
+    },
+    /// Progress with the token `"tg-<id>"`.
+    Progress {
+        id: u64,
+        params: ProgressNotificationParam,
+    },
+}
+
+/// `"tg-<n>"` → `n`.
+fn raw_id(json: &str) -> Option<u64> {
+    json.strip_prefix("\"tg-")?.strip_suffix('"')?.parse().ok()
+}
+
+/// Whether `line` is for a raw call; `None` for any other line. One pass over the line; an
+/// answer's values are not decoded.
+pub(super) fn for_raw_call(line: &[u8]) -> Option<ForRawCall> {
+    plain_answer(line).or_else(|| by_serde(line))
+}
+
+/// A plain answer to a raw call (rmcp writes `{"jsonrpc":"2.0","id":"tg-1","result":{…}}`),
+/// walked without serde's per-key work ([`crate::plain_json`]); only its result or error is
+/// checked, by serde. `None` for anything else, which [`by_serde`] reads as before.
+fn plain_answer(line: &[u8]) -> Option<ForRawCall> {
+    let mut walk = Walk::new(line);
+    let mut jsonrpc = false;
+    let mut id = None;
+    // Seen, and where (`null` is absent, as serde reads an `Option`).
+    let mut result: Option<Option<Span>> = None;
+    let mut error: Option<Option<Span>> = None;
+    walk.object(|key, walk| {
+        let value = |walk: &mut Walk<'_>| match walk.literal(b"null") {
+            true => Some(None),
+            false => walk.raw_value().map(Some),
+        };
+        match key {
+            // serde's reading ignores `jsonrpc`; this one takes only what rmcp writes.
+            b"jsonrpc" if !jsonrpc => {
+                jsonrpc = walk.plain_bytes()? == b"2.0";
+                jsonrpc.then_some(())?;
+            }
+            b"id" if id.is_none() => id = Some(walk.prefixed_number(b"tg-")?),
+            b"result" if result.is_none() => result = Some(value(walk)?),
+            b"error" if error.is_none() => error = Some(value(walk)?),
+            _ => return None,
+        }
+        Some(())
+    })?;
+    if !walk.at_end() {
+        return None;
+    }
+    Some(ForRawCall::Answer {
+        id: id?,
+        result: result.flatten(),
+        error: error.flatten(),
+    })
+}
+
+/// [`for_raw_call`] by serde: any line.
+fn by_serde(line: &[u8]) -> Option<ForRawCall> {
+    #[derive(Deserialize)]
+    struct Head<'a> {
+        #[serde(borrow)]
+        id: Option<&'a RawValue>,
+        #[serde(borrow)]
+        method: Option<&'a RawValue>,
+        #[serde(borrow)]
+        params: Option<&'a RawValue>,
+        #[serde(borrow)]
+        result: Option<&'a RawValue>,
+        #[serde(borrow)]
+        error: Option<&'a RawValue>,
+    }
+    let head: Head<'_> = serde_json::from_slice(line).ok()?;
+    if let Some(method) = head.method {
+        if head.id.is_some() || method.get() != r#""notifications/progress""# {
+            return None;
+        }
+        let params: ProgressNotificationParam = serde_json::from_str(head.params?.get()).ok()?;
+        let NumberOrString::String(token) = &params.progress_token.0 else {
+            return None;
+        };
+        let id = token.strip_prefix("tg-")?.parse().ok()?;
+        return Some(ForRawCall::Progress { id, params });
+    }
+    let id = raw_id(head.id?.get())?;
+    let span = |value: &RawValue| {
+        let start = value.get().as_ptr() as usize - line.as_ptr() as usize;
+        (start, start + value.get().len())
+    };
+    Some(ForRawCall::Answer {
+        id,
+        result: head.result.map(span),
+        error: head.error.map(span),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_answers_and_progress_for_raw_ids_are_taken_and_spans_found() {
+        let answer = |line: &[u8]| match for_raw_call(line) {
+            Some(ForRawCall::Answer { id, result, error }) => Some((id, result, error)),
+            _ => None,
+        };
+        let line = br#"{"jsonrpc":"2.0","id":"tg-42","result":{"content":[]}}"#;
+        let (id, result, error) = answer(line).unwrap();
+        assert_eq!(id, 42);
+        let (start, end) = result.unwrap();
+        assert_eq!(&line[start..end], br#"{"content":[]}"#);
+        assert!(error.is_none());
+
+        // The TypeScript SDK writes the id last.
+        let line = br#"{"error":{"code":-1,"message":"x"},"jsonrpc":"2.0","id":"tg-7"}"#;
+        let (id, result, error) = answer(line).unwrap();
+        assert_eq!((id, result), (7, None));
+        let (start, end) = error.unwrap();
+        assert_eq!(&line[start..end], br#"{"code":-1,"message":"x"}"#);
+
+        let progress = br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"tg-3","progress":1}}"#;
+        assert!(matches!(
+            for_raw_call(progress),
+            Some(ForRawCall::Progress { id: 3, .. })
+        ));
+
+        for other in [
+            &br#"{"jsonrpc":"2.0","id":3,"result":{}}"#[..],
+            br#"{"jsonrpc":"2.0","id":"tg-1","method":"ping"}"#,
+            br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":5,"progress":1}}"#,
+            br#"{"jsonrpc":"2.0","method":"notifications/message","params":{}}"#,
+            br#"{"jsonrpc":"2.0","id":"tg-x","result":{}}"#,
+            b"not json",
+        ] {
+            assert!(for_raw_call(other).is_none());
+        }
+    }
+
+    /// Every answer one edit away from a plain one: whatever the walk takes, serde reads the
+    /// same (and the walk takes the plain ones).
+    #[test]
+    fn the_walk_takes_only_answers_serde_reads_the_same() {
+        fn answer(found: Option<ForRawCall>) -> Option<(u64, Option<Span>, Option<Span>)> {
+            match found? {
+                ForRawCall::Answer { id, result, error } => Some((id, result, error)),
+                ForRawCall::Progress { .. } => None,
+            }
+        }
+        const PLAIN: &[&str] = &[
+            r#"{"jsonrpc":"2.0","id":"tg-42","result":{"content":[{"type":"text","text":"h\u00e9 \"x\""}],"isError":false}}"#,
+            r#"{"error":{"code":-32602,"message":"x"},"jsonrpc":"2.0","id":"tg-7"}"#,
+            "{ \"jsonrpc\" : \"2.0\" , \"result\" : [ 1 , 2.5e3 ] , \"id\" : \"tg-0\" }\n",
+            r#"{"jsonrpc":"2.0","id":"tg-1","result":null,"error":{"code":1,"message":""}}"#,
+            r#"{"jsonrpc":"2.0","id":"tg-2","result":5}"#,
+            r#"{"jsonrpc":"2.0","id":"tg-3","result":{"content":[{"type":"text","text":"\ud83d\ude00 é \/\b\f\n\r\t"}],"structuredContent":{"a":[true,false,null,-0.5e-3,10E+2,0,[],{}]},"isError":true}}"#,
+        ];
+        const BYTES: &[u8] = b"\"\\{}[],: \t01-.enul\x01\xc3\xff";
+        let (mut taken, mut cases) = (0, 0);
+        for message in PLAIN {
+            let message = message.as_bytes();
+            assert!(
+                plain_answer(message).is_some(),
+                "{}",
+                String::from_utf8_lossy(message)
+            );
+            for at in 0..=message.len() {
+                let mut edits = vec![message[..at].to_vec()];
+                if at < message.len() {
+                    let mut removed = message.to_vec();
+                    removed.remove(at);
+                    edits.push(removed);
+                    for &byte in BYTES {
+                        let mut replaced = message.to_vec();
+                        replaced[at] = byte;
+                        edits.push(replaced);
+                        let mut inserted = message.to_vec();
+                        inserted.insert(at, byte);
+                        edits.push(inserted);
+                    }
+                }
+                for edit in edits {
+                    cases += 1;
+                    if let Some(walked) = answer(plain_answer(&edit)) {
+                        taken += 1;
+                        assert_eq!(
+                            Some(walked),
+                            answer(by_serde(&edit)),
+                            "{}",
+                            String::from_utf8_lossy(&edit)
+                        );
+                    }
+                }
+            }
+        }
+        assert!(taken > cases / 20, "{taken} of {cases} taken");
+    }
+
+    /// A long or deep result is checked by serde instead, to the same span.
+    #[test]
+    fn long_and_deep_results_are_left_to_serde_and_found_alike() {
+        let long = format!(
+            "{{\"content\":[{{\"type\":\"text\",\"text\":\"{}\"}}]}}",
+            "é".repeat(2000)
+        );
+        let deep = format!("{}1{}", "[".repeat(100), "]".repeat(100));
+        for result in [long, deep] {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":"tg-5","result":{result} }}"#);
+            let span = |found: Option<ForRawCall>| match found {
+                Some(ForRawCall::Answer {
+                    id: 5,
+                    result: Some((start, end)),
+                    error: None,
+                }) => Some((start, end)),
+                _ => None,
+            };
+            let (start, end) = span(plain_answer(line.as_bytes())).unwrap();
+            assert_eq!(&line.as_bytes()[start..end], result.as_bytes());
+            assert_eq!(Some((start, end)), span(by_serde(line.as_bytes())));
+        }
+    }
+}
