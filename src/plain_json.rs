@@ -311,6 +311,31 @@ const DEPTH: u32 = 64;
 /// time beats serde on short text, not on long strings.
 const WALKED_BYTES: usize = 1024;
 
+/// Every message one edit away from `message`: cut at each byte, each byte removed, and each
+/// of `bytes` put in its place and before it. For tests that compare a walk with serde.
+#[cfg(test)]
+pub(crate) fn one_edit_away(message: &[u8], bytes: &[u8]) -> Vec<Vec<u8>> {
+    let mut edits = Vec::new();
+    for at in 0..=message.len() {
+        edits.push(message[..at].to_vec());
+        if at == message.len() {
+            break;
+        }
+        let mut removed = message.to_vec();
+        removed.remove(at);
+        edits.push(removed);
+        for &byte in bytes {
+            let mut replaced = message.to_vec();
+            replaced[at] = byte;
+            edits.push(replaced);
+            let mut inserted = message.to_vec();
+            inserted.insert(at, byte);
+            edits.push(inserted);
+        }
+    }
+    edits
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

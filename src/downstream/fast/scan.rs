@@ -194,32 +194,16 @@ mod tests {
         let mut cases = 0;
         for message in PLAIN {
             let message = message.as_bytes();
-            for at in 0..=message.len() {
-                let mut edits = vec![message[..at].to_vec()];
-                if at < message.len() {
-                    let mut removed = message.to_vec();
-                    removed.remove(at);
-                    edits.push(removed);
-                    for &byte in BYTES {
-                        let mut replaced = message.to_vec();
-                        replaced[at] = byte;
-                        edits.push(replaced);
-                        let mut inserted = message.to_vec();
-                        inserted.insert(at, byte);
-                        edits.push(inserted);
-                    }
-                }
-                for edit in edits {
-                    cases += 1;
-                    if let Some(scanned) = call(&edit) {
-                        taken += 1;
-                        assert_eq!(
-                            Some(scanned),
-                            CallParts::peek_by_serde(&edit),
-                            "{}",
-                            String::from_utf8_lossy(&edit)
-                        );
-                    }
+            for edit in crate::plain_json::one_edit_away(message, BYTES) {
+                cases += 1;
+                if let Some(scanned) = call(&edit) {
+                    taken += 1;
+                    assert_eq!(
+                        Some(scanned),
+                        CallParts::peek_by_serde(&edit),
+                        "{}",
+                        String::from_utf8_lossy(&edit)
+                    );
                 }
             }
         }
