@@ -6,8 +6,8 @@
 //! allows, and [`Walk`] reads them byte by byte. It takes only what it can read exactly as
 //! serde would; on anything else (an escape, a float, a key it was not asked for, broken
 //! JSON) its readers return `None`, and the caller reads the message with serde as before.
-//! Values the walk does not read itself (a call's arguments, a result) go through serde,
-//! which checks them.
+//! A call's arguments go through serde (validation reads them as an object); a value kept
+//! as text (a result) is checked by the walk when it is small and shallow, by serde otherwise.
 
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;

@@ -29,15 +29,16 @@ fn raw_id(json: &str) -> Option<u64> {
     json.strip_prefix("\"tg-")?.strip_suffix('"')?.parse().ok()
 }
 
-/// Whether `line` is for a raw call; `None` for any other line. One pass over the line; an
-/// answer's values are not decoded.
+/// Whether `line` is for a raw call; `None` for any other line. A plain line is walked once,
+/// any other read by serde after the walk gave up; an answer's values are not decoded.
 pub(super) fn for_raw_call(line: &[u8]) -> Option<ForRawCall> {
     plain_answer(line).or_else(|| by_serde(line))
 }
 
 /// A plain answer to a raw call (rmcp writes `{"jsonrpc":"2.0","id":"tg-1","result":{…}}`),
-/// walked without serde's per-key work ([`crate::plain_json`]); only its result or error is
-/// checked, by serde. `None` for anything else, which [`by_serde`] reads as before.
+/// walked without serde's per-key work ([`crate::plain_json`]); its result or error is
+/// checked as JSON, not decoded ([`Walk::raw_value`]). `None` for anything else, which
+/// [`by_serde`] reads as before.
 fn plain_answer(line: &[u8]) -> Option<ForRawCall> {
     let mut walk = Walk::new(line);
     let mut jsonrpc = false;
