@@ -60,8 +60,9 @@
 //!   children, a program's sub-calls under its `run_code`), W3C `traceparent` in and out,
 //!   and the optional OTLP/HTTP export ([`telemetry::export`]).
 //! - [`plain_json`]: a strict byte walk over plain JSON (no escapes, integers) that reads a
-//!   `tools/call` line and an upstream's answer line before, and instead of, serde; what it
-//!   cannot read exactly as serde would is left to serde.
+//!   `tools/call` line or POST body, and an upstream's answer line with its result's top-level
+//!   keys, before, and instead of, serde; what it cannot read exactly as serde would is left
+//!   to serde.
 //! - [`error`]: stable error codes and their single mapping to JSON-RPC / `isError` results.
 //! - [`commands`]: the one-shot commands `check`, `tools`, `sdk` and `call` (`main.rs` only
 //!   parses the command line, starts the gateway and dispatches).

@@ -168,14 +168,27 @@ impl<'a> Walk<'a> {
     /// message. Walked here when it is small and not deeper than [`DEPTH`]; otherwise
     /// checked by serde (whose string scan goes 8 bytes at a time).
     pub fn raw_value(&mut self) -> Option<(usize, usize)> {
+        self.raw_value_keyed(None).map(|(span, _)| span)
+    }
+
+    /// [`raw_value`](Self::raw_value), also giving `each` the members of the value when it is
+    /// an object (each key as written between its quotes, escapes and all, and its value's
+    /// text): `true` with the span when the walk checked the value itself and so gave every
+    /// member, `false` when serde checked it and gave none. Members given before the walk
+    /// failed do not count: the caller keeps them only with `true`.
+    pub fn raw_value_keyed(
+        &mut self,
+        each: Option<&mut dyn FnMut(&'a [u8], &'a [u8])>,
+    ) -> Option<((usize, usize), bool)> {
         self.blank();
         let start = self.at;
         if self.bytes.len() - start <= WALKED_BYTES {
             let mut ascii = true;
-            if self.skip(DEPTH, &mut ascii).is_some() {
+            if self.skip_members(DEPTH, &mut ascii, each).is_some() {
                 let text = &self.bytes[start..self.at];
                 // serde checks a raw value's text as UTF-8 once, at its end.
-                return (ascii || std::str::from_utf8(text).is_ok()).then_some((start, self.at));
+                return (ascii || std::str::from_utf8(text).is_ok())
+                    .then_some(((start, self.at), true));
             }
             self.at = start;
         }
@@ -185,13 +198,24 @@ impl<'a> Walk<'a> {
         // The raw value's text is the message's own, past any blank the stream skipped.
         let from = raw.get().as_ptr() as usize - self.bytes.as_ptr() as usize;
         self.at = start + stream.byte_offset();
-        Some((from, from + raw.get().len()))
+        Some(((from, from + raw.get().len()), false))
     }
 
     /// Skips one value as serde's `ignore_value` does (escapes checked for form only, as
     /// serde does for a value it does not decode); `None` where serde would fail, or at
     /// `depth` 0. `ascii` is cleared on a byte that is not ASCII.
     fn skip(&mut self, depth: u32, ascii: &mut bool) -> Option<()> {
+        self.skip_members(depth, ascii, None)
+    }
+
+    /// [`skip`](Self::skip), giving `each` (if any) the members of the value when it is an
+    /// object (its own members, not those of the values inside it).
+    fn skip_members(
+        &mut self,
+        depth: u32,
+        ascii: &mut bool,
+        mut each: Option<&mut dyn FnMut(&'a [u8], &'a [u8])>,
+    ) -> Option<()> {
         let close = match self.peek()? {
             b'"' => return self.skip_string(ascii),
             b't' => return self.literal(b"true").then_some(()),
@@ -208,14 +232,24 @@ impl<'a> Walk<'a> {
             return Some(());
         }
         loop {
+            let mut key: &[u8] = &[];
             if close == b'}' {
                 if self.peek()? != b'"' {
                     return None;
                 }
+                let from = self.at + 1;
                 self.skip_string(ascii)?;
+                key = &self.bytes[from..self.at - 1];
                 self.eat(b':')?;
             }
+            self.blank();
+            let from = self.at;
             self.skip(depth, ascii)?;
+            if close == b'}'
+                && let Some(each) = each.as_mut()
+            {
+                each(key, &self.bytes[from..self.at]);
+            }
             match self.peek()? {
                 b',' => self.at += 1,
                 byte if byte == close => {

@@ -71,20 +71,73 @@ use crate::pipeline::Answer;
 const STOP_WAIT: Duration = Duration::from_secs(1);
 
 /// The request ids in flight on one stdio session, whichever path took them: a request
-/// reusing one is refused as a duplicate ([`super::guard`]) by either path.
+/// reusing one is refused as a duplicate ([`super::guard`]) by either path. A call the fast
+/// path took keeps here too what cancels it. One map, so that a call costs one lookup to take
+/// and one to finish: request ids are the client's choice, hashed with SipHash (about 200
+/// instructions a lookup), and two maps took five lookups a call.
 #[derive(Default)]
-pub struct IdsInFlight(Mutex<std::collections::HashSet<RequestId>>);
+pub struct IdsInFlight(Mutex<HashMap<RequestId, Option<Taken>>>);
+
+/// A call the fast path took: which taking it is (an id may be reused once its request is
+/// cancelled, while the cancelled call is still ending) and what cancels it.
+struct Taken {
+    taking: u64,
+    cancel: CancellationToken,
+}
 
 impl IdsInFlight {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, Option<Taken>>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Takes `id`; `false` if it is in flight already.
     pub fn claim(&self, id: &RequestId) -> bool {
-        let mut ids = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        ids.insert(id.clone())
+        self.claim_as(id, None)
+    }
+
+    fn claim_as(&self, id: &RequestId, taken: Option<Taken>) -> bool {
+        match self.lock().entry(id.clone()) {
+            std::collections::hash_map::Entry::Occupied(_) => false,
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(taken);
+                true
+            }
+        }
     }
 
     pub fn release(&self, id: &RequestId) {
-        let mut ids = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        ids.remove(id);
+        self.lock().remove(id);
+    }
+
+    /// Frees `id` if it is still taking `taking` of a fast-path call; `false` when the client
+    /// cancelled that call (its id may be in use again).
+    fn finish(&self, id: &RequestId, taking: u64) -> bool {
+        let mut ids = self.lock();
+        match ids.remove(id) {
+            Some(Some(taken)) if taken.taking == taking => true,
+            // Rare (cancelled, and the id reused): put back what was there.
+            Some(other) => {
+                ids.insert(id.clone(), other);
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// Frees `id` if it is a fast-path call, and gives what cancels it.
+    fn cancel(&self, id: &RequestId) -> Option<CancellationToken> {
+        let mut ids = self.lock();
+        match ids.get(id) {
+            Some(Some(_)) => ids.remove(id).flatten().map(|taken| taken.cancel),
+            _ => None,
+        }
+    }
+
+    /// Cancels every fast-path call in flight.
+    fn cancel_all(&self) {
+        for taken in self.lock().values().flatten() {
+            taken.cancel.cancel();
+        }
     }
 }
 
@@ -95,11 +148,10 @@ pub struct FastPath {
     writer: Arc<dyn WriteLine>,
     /// Set once the handshake is done; nothing is taken before.
     session: OnceLock<Session>,
-    /// The requests taken and not yet answered: which taking (an id may be reused once its
-    /// request is cancelled, while the cancelled call is still ending) and what cancels it.
-    in_flight: Mutex<HashMap<RequestId, (u64, CancellationToken)>>,
+    /// How many calls were taken: each taking's number.
     taken: std::sync::atomic::AtomicU64,
-    /// Shared with rmcp's side of the session ([`super::guard::Guarded`]).
+    /// The ids in flight, the calls taken and not yet answered among them; shared with rmcp's
+    /// side of the session ([`super::guard::Guarded`]).
     ids: Arc<IdsInFlight>,
     tasks: TaskTracker,
     stop: CancellationToken,
@@ -118,7 +170,6 @@ impl FastPath {
             service,
             writer,
             session: OnceLock::new(),
-            in_flight: Mutex::new(HashMap::new()),
             taken: Default::default(),
             ids: Arc::default(),
             tasks: TaskTracker::new(),
@@ -148,36 +199,34 @@ impl FastPath {
     /// briefly for the tasks to end.
     pub async fn stop(&self) {
         self.stop.cancel();
-        for (_, cancel) in self.in_flight().values() {
-            cancel.cancel();
-        }
+        self.ids.cancel_all();
         self.tasks.close();
         let _ = tokio::time::timeout(STOP_WAIT, self.tasks.wait()).await;
     }
 
-    fn in_flight(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, (u64, CancellationToken)>> {
-        self.in_flight.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     fn take_call(&self, session: &Session, id: RequestId, params: CallParts) -> bool {
-        let me = match self.claim(session, &id) {
-            Ok(me) => me,
-            Err(taken) => return taken,
+        let Some(me) = self.me.upgrade() else {
+            return false;
         };
         // Not a child of `stop`: a child token costs two more locks of the session's shared
-        // parent; `stop` cancels the calls in `in_flight` itself.
+        // parent; `stop` cancels the calls in flight itself.
         let cancel = CancellationToken::new();
-        let mut in_flight = self.in_flight();
         let taking = self
             .taken
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        in_flight.insert(id.clone(), (taking, cancel.clone()));
-        // Under the lock that `stop` takes after cancelling: a call taken as the session stops
-        // is cancelled by one or the other.
+        let taken = Taken {
+            taking,
+            cancel: cancel.clone(),
+        };
+        if !self.ids.claim_as(&id, Some(taken)) {
+            self.refuse_duplicate(session, id);
+            return true;
+        }
+        // After the claim, which `stop` sees once it cancelled: a call taken as the session
+        // stops is cancelled by one or the other.
         if self.stop.is_cancelled() {
             cancel.cancel();
         }
-        drop(in_flight);
         let request = Request {
             id,
             taking,
@@ -203,9 +252,8 @@ impl FastPath {
         let Ok(cancelled) = serde_json::from_str::<Cancelled>(params.get()) else {
             return false;
         };
-        match self.in_flight().remove(&cancelled.request_id) {
-            Some((_, cancel)) => {
-                self.ids.release(&cancelled.request_id);
+        match self.ids.cancel(&cancelled.request_id) {
+            Some(cancel) => {
                 cancel.cancel();
                 true
             }
@@ -272,17 +320,22 @@ impl FastPath {
     fn claim(&self, session: &Session, id: &RequestId) -> Result<Arc<Self>, bool> {
         let me = self.me.upgrade().ok_or(false)?;
         if !self.ids.claim(id) {
-            let line = typed_line(id.clone(), Err(duplicate_id(id)), session.modern);
-            let writer = self.writer.clone();
-            // `take` cannot wait: written from a task.
-            self.tasks.spawn(async move {
-                if let Err(error) = writer.write_line(line).await {
-                    tracing::debug!(%error, "could not refuse a duplicate id");
-                }
-            });
+            self.refuse_duplicate(session, id.clone());
             return Err(true);
         }
         Ok(me)
+    }
+
+    /// Refuses a request whose id is in flight already, as [`super::guard`] would.
+    fn refuse_duplicate(&self, session: &Session, id: RequestId) {
+        let line = typed_line(id.clone(), Err(duplicate_id(&id)), session.modern);
+        let writer = self.writer.clone();
+        // `take` cannot wait: written from a task.
+        self.tasks.spawn(async move {
+            if let Err(error) = writer.write_line(line).await {
+                tracing::debug!(%error, "could not refuse a duplicate id");
+            }
+        });
     }
 
     async fn answer(self: Arc<Self>, request: Request) {
@@ -290,16 +343,9 @@ impl FastPath {
             return;
         };
         let outcome = self.service.call_answer(&session.peer, request.call).await;
-        {
-            let mut in_flight = self.in_flight();
-            match in_flight.get(&request.id) {
-                Some((taking, _)) if *taking == request.taking => {
-                    in_flight.remove(&request.id);
-                    self.ids.release(&request.id);
-                }
-                // Cancelled by the client (its id may be in use again): no answer, as rmcp.
-                _ => return,
-            }
+        // Cancelled by the client (its id may be in use again): no answer, as rmcp.
+        if !self.ids.finish(&request.id, request.taking) {
+            return;
         }
         let line = answer_line(request.id, outcome, session.modern);
         self.service.gateway.pipeline.metrics.count_fast_path_call();
@@ -375,14 +421,23 @@ impl CallParts {
         })
     }
 
-    /// A whole message (an HTTP POST body): `Some` for a `tools/call` request with a number
-    /// or string id, `jsonrpc: "2.0"` and params [`CallParts::parse`] takes.
-    pub(crate) fn peek(message: &[u8]) -> Option<(RequestId, Self)> {
-        scan::call(message).or_else(|| Self::peek_by_serde(message))
+    /// A whole plain message (an HTTP POST body), read by the walk alone ([`scan`]): `Some`
+    /// for a `tools/call` request with a number or string id, `jsonrpc: "2.0"` and params
+    /// [`CallParts::parse`] takes, written without escapes. A call that is not plain is
+    /// `None` here, and [`peek_by_serde`](Self::peek_by_serde) may still take it.
+    pub(crate) fn walk(message: &[u8]) -> Option<(RequestId, Self)> {
+        scan::call(message)
     }
 
-    /// [`peek`](Self::peek) for a message the plain walk ([`scan`]) does not take.
-    fn peek_by_serde(message: &[u8]) -> Option<(RequestId, Self)> {
+    /// Either reading, as the HTTP front tries them.
+    #[cfg(test)]
+    fn peek(message: &[u8]) -> Option<(RequestId, Self)> {
+        Self::walk(message).or_else(|| Self::peek_by_serde(message))
+    }
+
+    /// A whole message read by serde: what [`walk`](Self::walk) takes and more (escapes,
+    /// params before the method).
+    pub(crate) fn peek_by_serde(message: &[u8]) -> Option<(RequestId, Self)> {
         let envelope = Envelope::read(message)?;
         if envelope.jsonrpc != "2.0" || envelope.method.as_deref() != Some(TOOLS_CALL) {
             return None;
@@ -523,6 +578,43 @@ fn typed_line(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn taken(taking: u64) -> Option<Taken> {
+        Some(Taken {
+            taking,
+            cancel: CancellationToken::new(),
+        })
+    }
+
+    #[test]
+    fn an_id_is_one_request_across_both_paths_and_a_reused_id_keeps_its_new_request() {
+        let ids = IdsInFlight::default();
+        let one = RequestId::Number(1);
+        assert!(ids.claim_as(&one, taken(1)));
+        assert!(!ids.claim(&one), "rmcp's side is refused a fast call's id");
+        assert!(!ids.claim_as(&one, taken(2)));
+        // The client cancels call 1 and reuses its id for a request rmcp takes.
+        let cancel = ids.cancel(&one).expect("a fast call");
+        cancel.cancel();
+        assert!(ids.claim(&one));
+        assert!(
+            ids.cancel(&one).is_none(),
+            "rmcp's request is not cancelled here"
+        );
+        assert!(!ids.finish(&one, 1), "the cancelled call gives no answer");
+        assert!(!ids.claim(&one), "and leaves the new request's id taken");
+        ids.release(&one);
+        // A call that ends frees its id; `cancel_all` reaches the calls in flight only.
+        assert!(ids.claim_as(&one, taken(3)));
+        assert!(ids.finish(&one, 3));
+        assert!(ids.claim(&one));
+        let two = RequestId::String("2".into());
+        let call = taken(4);
+        let token = call.as_ref().map(|t| t.cancel.clone()).expect("a token");
+        assert!(ids.claim_as(&two, call));
+        ids.cancel_all();
+        assert!(token.is_cancelled());
+    }
 
     #[test]
     fn a_call_reads_the_same_whether_its_params_come_before_or_after_its_method() {

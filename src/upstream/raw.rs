@@ -54,6 +54,8 @@ pub struct RawAnswer {
     pub line: Vec<u8>,
     pub result: Option<(usize, usize)>,
     pub error: Option<(usize, usize)>,
+    /// The result's keys, read by the walk that checked it ([`head`]).
+    facts: Option<peek::Facts>,
 }
 
 /// One line for the child, holding its room in the byte budget until it is written.
@@ -212,7 +214,12 @@ impl RawLink {
             return Some(line);
         }
         match for_raw_call(&line) {
-            Some(ForRawCall::Answer { id, result, error }) => {
+            Some(ForRawCall::Answer {
+                id,
+                result,
+                error,
+                facts,
+            }) => {
                 let pending = {
                     let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
                     let entry = pending.remove(&id);
@@ -224,6 +231,7 @@ impl RawLink {
                         line,
                         result,
                         error,
+                        facts,
                     }),
                     None => tracing::debug!(id, "an answer came for a call no longer waiting"),
                 }

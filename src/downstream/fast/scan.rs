@@ -137,11 +137,30 @@ mod tests {
         r#"{"jsonrpc":"2.0","id":"","method":"tools/call","params":{"name":"","_meta":{}}}"#,
     ];
 
+    /// The HTTP front takes a plain call before its checks of params and tasks: serde's
+    /// reading of the same message must find nothing to refuse and nothing to divert.
+    fn nothing_to_refuse_or_divert(message: &[u8]) {
+        let shown = String::from_utf8_lossy(message);
+        let envelope = crate::downstream::http::envelope::Envelope::peek(message);
+        let envelope = envelope.unwrap_or_else(|| panic!("no envelope: {shown}"));
+        assert_eq!(
+            envelope.request().map(|(_, m)| m),
+            Some(TOOLS_CALL),
+            "{shown}"
+        );
+        assert_eq!(envelope.call_params_problem(), None, "{shown}");
+        assert!(
+            crate::downstream::faithful::divert_named(message).is_none(),
+            "{shown}"
+        );
+    }
+
     #[test]
     fn plain_calls_are_read_as_serde_reads_them() {
         for message in PLAIN {
             let scanned = call(message.as_bytes());
             assert!(scanned.is_some(), "not taken: {message}");
+            nothing_to_refuse_or_divert(message.as_bytes());
             assert_eq!(
                 scanned,
                 CallParts::peek_by_serde(message.as_bytes()),
@@ -198,6 +217,7 @@ mod tests {
                 cases += 1;
                 if let Some(scanned) = call(&edit) {
                     taken += 1;
+                    nothing_to_refuse_or_divert(&edit);
                     assert_eq!(
                         Some(scanned),
                         CallParts::peek_by_serde(&edit),

@@ -19,6 +19,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::auth::Refusal;
+use crate::downstream::guard::call_params_problem;
 
 /// Largest POST body read (rmcp's own default), or `max_message_bytes` if that is smaller
 /// ([`body_cap`]).
@@ -136,6 +137,16 @@ impl Envelope {
             return None;
         }
         serde_json::from_slice(body).ok()
+    }
+
+    /// What is wrong with a `tools/call`'s params ([`call_params_problem`]); `None` for params
+    /// too deep to decode here, which rmcp refuses on its own.
+    pub fn call_params_problem(&self) -> Option<String> {
+        let params = match &self.params {
+            Some(raw) => Some(serde_json::from_str(raw.get()).ok()?),
+            None => None,
+        };
+        call_params_problem(params.as_ref())
     }
 
     /// The id and method of a request (notifications and responses have no method or id).

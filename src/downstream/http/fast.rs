@@ -5,11 +5,14 @@
 //! same way and is framed as SSE (`BENCHMARKS.md`: 0.09× direct). [`FastSessions`] keeps,
 //! per MCP session, what the call needs (the session's handler and rmcp peer); the front
 //! ([`super::Front::serve`]) takes a POST here, after every check it makes for any request
-//! (doors, profile and token, body limits, params, duplicate ids), when all of these hold:
+//! (doors, profile and token, body limits, params, duplicate ids; a plain call, read by the
+//! walk, has params that pass the params check by construction, which a test compares), when
+//! all of these hold:
 //! - `[gateway] fast_path` is on (the default; read at start);
 //! - the body is one `tools/call` request that the stdio fast path would take
-//!   ([`CallParts::peek`]: `jsonrpc: "2.0"`, a number or string id, `name`, `arguments`,
-//!   and a `_meta` of at most `progressToken` and `traceparent`), and no task request;
+//!   ([`CallParts::walk`], else [`CallParts::peek_by_serde`]: `jsonrpc: "2.0"`, a number
+//!   or string id, `name`, `arguments`, and a `_meta` of at most `progressToken` and
+//!   `traceparent`), and no task request;
 //! - it names (`Mcp-Session-Id`) a session of this profile whose handshake is over
 //!   (`notifications/initialized` was handled) and that negotiated a version before
 //!   2026-07-28;
@@ -62,7 +65,7 @@ use std::{
 
 use axum::{
     body::{Body, Bytes},
-    http::{HeaderMap, HeaderValue, StatusCode, header},
+    http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header},
     response::Response,
 };
 use rmcp::{
@@ -86,14 +89,18 @@ use crate::{
     },
 };
 
-/// The header naming the protocol version of a request.
-const VERSION_HEADER: &str = "mcp-protocol-version";
+/// The header naming the protocol version of a request (a `HeaderName`: a `&str` is parsed
+/// on every lookup).
+const VERSION_HEADER: HeaderName = HeaderName::from_static("mcp-protocol-version");
+/// W3C trace context, when `_meta` has none.
+const TRACEPARENT_HEADER: HeaderName = HeaderName::from_static("traceparent");
 
 /// The live sessions the fast path may answer for, by `Mcp-Session-Id`.
 pub struct FastSessions {
     /// Created by rmcp, handshake not yet over: the worker's handle and the profile.
-    pending: Mutex<HashMap<Arc<str>, Pending>>,
-    live: RwLock<HashMap<Arc<str>, Arc<Session>>>,
+    // Session ids are rmcp's (random): foldhash, not SipHash, looked up on every call.
+    pending: Mutex<crate::FastMap<Arc<str>, Pending>>,
+    live: RwLock<crate::FastMap<Arc<str>, Arc<Session>>>,
     /// Between SSE comments while a call runs.
     keep_alive: Duration,
     /// How often the fast path tells a session's worker it is in use.
@@ -140,7 +147,7 @@ impl FastSessions {
         })
     }
 
-    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Pending>> {
+    fn pending(&self) -> std::sync::MutexGuard<'_, crate::FastMap<Arc<str>, Pending>> {
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -281,7 +288,7 @@ impl FastSessions {
         };
         let header_traceparent = parts
             .headers
-            .get("traceparent")
+            .get(TRACEPARENT_HEADER)
             .and_then(|v| v.to_str().ok());
         let subject = parts
             .extensions

@@ -80,6 +80,24 @@ pub struct SessionLimits {
 #[error("{0}")]
 pub struct Full(pub String);
 
+/// How long a client refused for the session cap is told to wait.
+const RETRY_AFTER_SECS: u64 = 30;
+
+impl Full {
+    /// The answer to request `id`: 503 with a JSON-RPC error body, so MCP clients can show
+    /// the reason.
+    pub fn refusal(self, id: &rmcp::model::RequestId) -> axum::response::Response {
+        use axum::http::{HeaderValue, StatusCode, header::RETRY_AFTER};
+        let error = rmcp::model::ErrorData::new(rmcp::model::ErrorCode(-32000), self.0, None);
+        let mut response = super::envelope::jsonrpc_error(id.clone(), error);
+        *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+        response
+            .headers_mut()
+            .insert(RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+        response
+    }
+}
+
 impl SessionLimits {
     pub fn new(settings: &HttpSettings) -> Arc<Self> {
         Arc::new(Self {

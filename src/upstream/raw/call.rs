@@ -4,7 +4,7 @@ use std::io::Write as _;
 
 use rmcp::model::{CallToolResult, ErrorData, RequestId, ServerResult};
 
-use super::{Event, RawAnswer, peek};
+use super::{Event, RawAnswer, peek, peek::Facts};
 use crate::{
     config::ServerId,
     upstream::{CallContext, Upstream, UpstreamError},
@@ -21,40 +21,42 @@ pub struct RawResult {
     line: Vec<u8>,
     start: usize,
     end: usize,
-    is_error: bool,
-    /// Whether it can be written to a client as it is (see [`RawResult::reply`]).
-    plain: bool,
-    has_result_type: bool,
-    /// `structuredContent` is absent or an object (what clients before 2026-07-28 accept).
-    structured_is_object: bool,
+    /// Its keys, and whether it can be written to a client as it is ([`RawResult::reply`]).
+    facts: Facts,
 }
 
 impl RawResult {
     /// Looks at the result in `answer`, which the reader checked as JSON: its top-level
-    /// keys only ([`super::peek`]), or with serde what that leaves.
-    fn new(server: ServerId, line: Vec<u8>, (start, end): (usize, usize)) -> Self {
-        let mut raw = Self {
+    /// keys as the reader's walk read them (`facts`), else as [`super::peek`] reads them, or
+    /// with serde what that leaves.
+    fn new(
+        server: ServerId,
+        line: Vec<u8>,
+        (start, end): (usize, usize),
+        facts: Option<Facts>,
+    ) -> Self {
+        let json = &line[start..end];
+        // Anything rmcp's typed path would change (a missing `content`, which it adds, or a
+        // result type other than `complete`) is decoded instead: not `plain`.
+        let facts = facts
+            .or_else(|| {
+                peek::peek(json)
+                    .or_else(|| peek::by_serde(json))
+                    .map(Facts::from)
+            })
+            .unwrap_or(Facts {
+                is_error: false,
+                has_result_type: false,
+                structured_is_object: true,
+                plain: false,
+            });
+        Self {
             server,
+            line,
             start,
             end,
-            is_error: false,
-            plain: false,
-            has_result_type: false,
-            structured_is_object: true,
-            line: Vec::new(),
-        };
-        let json = &line[start..end];
-        if let Some(peek) = peek::peek(json).or_else(|| peek::by_serde(json)) {
-            raw.is_error = peek.is_error == Some(true);
-            raw.has_result_type = peek.result_type.is_some();
-            raw.structured_is_object = peek.structured.is_none_or(|value| value.starts_with(b"{"));
-            // Anything rmcp's typed path would change (a missing `content`, which it adds, or
-            // a result type other than `complete`) is decoded instead.
-            raw.plain = peek.content.is_some_and(|c| c.starts_with(b"["))
-                && peek.result_type.is_none_or(|t| t == br#""complete""#);
+            facts,
         }
-        raw.line = line;
-        raw
     }
 
     /// The result's JSON text.
@@ -66,7 +68,7 @@ impl RawResult {
     /// `"resultType":"complete",` that the typed path adds when the upstream left it out
     /// (so that both paths refuse the same results).
     pub fn size(&self) -> usize {
-        let added = if self.has_result_type {
+        let added = if self.facts.has_result_type {
             0
         } else {
             COMPLETE_FIRST.len() - 1
@@ -76,7 +78,7 @@ impl RawResult {
 
     /// Whether the tool says it failed (`isError: true`).
     pub fn is_error(&self) -> bool {
-        self.is_error
+        self.facts.is_error
     }
 
     /// Decoded as [`Upstream::call`] reads rmcp's typed answer: straight as a tool result
@@ -104,7 +106,7 @@ impl RawResult {
     /// `resultType` that is not at the very front for an older client, or structured content
     /// that is not an object, which older clients do not accept.
     pub fn reply(&self, id: &RequestId, modern: bool) -> Option<Vec<u8>> {
-        if !self.plain {
+        if !self.facts.plain {
             return None;
         }
         let json = self.json();
@@ -112,14 +114,14 @@ impl RawResult {
         line.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
         serde_json::to_writer(&mut line, id).ok()?;
         line.extend_from_slice(br#","result":"#);
-        match (modern, self.has_result_type) {
+        match (modern, self.facts.has_result_type) {
             (true, true) => line.extend_from_slice(json),
             // The typed path adds `resultType` (it comes first in rmcp's result).
             (true, false) => {
                 line.extend_from_slice(COMPLETE_FIRST);
                 line.extend_from_slice(json.get(1..)?);
             }
-            (false, _) if !self.structured_is_object => return None,
+            (false, _) if !self.facts.structured_is_object => return None,
             (false, false) => line.extend_from_slice(json),
             (false, true) => {
                 let rest = json.strip_prefix(COMPLETE_FIRST)?;
@@ -175,7 +177,9 @@ impl Upstream {
                 .begin_call(&self.name, session, ctx.rounds.clone())
         });
         let id = waiting.id;
-        let mut line = Vec::with_capacity(128);
+        // Room for the envelope, a `_meta` and small arguments: growing the line cost a
+        // reallocation and a copy on most calls (the envelope alone is about 100 bytes).
+        let mut line = Vec::with_capacity(256 + tool.len());
         line.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
         push_raw_id(&mut line, id);
         line.extend_from_slice(br#","method":"tools/call","params":{"name":"#);
@@ -248,9 +252,10 @@ impl Upstream {
             line,
             result,
             error,
+            facts,
         } = answer;
         match (result, error) {
-            (Some(span), None) => Ok(RawResult::new(self.name.clone(), line, span)),
+            (Some(span), None) => Ok(RawResult::new(self.name.clone(), line, span, facts)),
             (None, Some((start, end))) => {
                 match serde_json::from_slice::<ErrorData>(&line[start..end]) {
                     Ok(error) => {
@@ -279,7 +284,7 @@ mod tests {
         let line = format!(r#"{{"jsonrpc":"2.0","id":"tg-1","result":{result}}}"#).into_bytes();
         let start = line.len() - 1 - result.len();
         let server = ServerId::global(ServerName::parse("s").unwrap());
-        RawResult::new(server, line, (start, start + result.len()))
+        RawResult::new(server, line, (start, start + result.len()), None)
     }
 
     fn reply(result: &RawResult, modern: bool) -> Option<String> {

@@ -4,6 +4,7 @@ use rmcp::model::{NumberOrString, ProgressNotificationParam};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::peek::{Facts, Reading};
 use crate::plain_json::Walk;
 
 /// Where a value is in its line: `line[start..end]`.
@@ -16,6 +17,8 @@ pub(super) enum ForRawCall {
         id: u64,
         result: Option<Span>,
         error: Option<Span>,
+        /// The result's keys, when the walk that checked it read them too.
+        facts: Option<Facts>,
     },
     /// Progress with the token `"tg-<id>"`.
     Progress {
@@ -37,8 +40,9 @@ pub(super) fn for_raw_call(line: &[u8]) -> Option<ForRawCall> {
 
 /// A plain answer to a raw call (rmcp writes `{"jsonrpc":"2.0","id":"tg-1","result":{…}}`),
 /// walked without serde's per-key work ([`crate::plain_json`]); its result or error is
-/// checked as JSON, not decoded ([`Walk::raw_value`]). `None` for anything else, which
-/// [`by_serde`] reads as before.
+/// checked as JSON, not decoded ([`Walk::raw_value`]); a result's keys are read on the
+/// way ([`Reading`]), so that [`super::RawResult`] need not walk it again. `None` for anything
+/// else, which [`by_serde`] reads as before.
 fn plain_answer(line: &[u8]) -> Option<ForRawCall> {
     let mut walk = Walk::new(line);
     let mut jsonrpc = false;
@@ -46,6 +50,7 @@ fn plain_answer(line: &[u8]) -> Option<ForRawCall> {
     // Seen, and where (`null` is absent, as serde reads an `Option`).
     let mut result: Option<Option<Span>> = None;
     let mut error: Option<Option<Span>> = None;
+    let mut facts = None;
     walk.object(|key, walk| {
         let value = |walk: &mut Walk<'_>| match walk.literal(b"null") {
             true => Some(None),
@@ -58,7 +63,21 @@ fn plain_answer(line: &[u8]) -> Option<ForRawCall> {
                 jsonrpc.then_some(())?;
             }
             b"id" if id.is_none() => id = Some(walk.prefixed_number(b"tg-")?),
-            b"result" if result.is_none() => result = Some(value(walk)?),
+            b"result" if result.is_none() => {
+                result = Some(match walk.literal(b"null") {
+                    true => None,
+                    false => {
+                        let mut reading = Reading::default();
+                        let mut member = |key: &[u8], value| reading.member(key, value);
+                        let (span, walked) = walk.raw_value_keyed(Some(&mut member))?;
+                        // Only the walk gives every member; serde gives none.
+                        if walked && line.get(span.0) == Some(&b'{') {
+                            facts = reading.done().map(Facts::from);
+                        }
+                        Some(span)
+                    }
+                })
+            }
             b"error" if error.is_none() => error = Some(value(walk)?),
             _ => return None,
         }
@@ -71,6 +90,7 @@ fn plain_answer(line: &[u8]) -> Option<ForRawCall> {
         id: id?,
         result: result.flatten(),
         error: error.flatten(),
+        facts,
     })
 }
 
@@ -110,6 +130,7 @@ fn by_serde(line: &[u8]) -> Option<ForRawCall> {
         id,
         result: head.result.map(span),
         error: head.error.map(span),
+        facts: None,
     })
 }
 
@@ -120,7 +141,9 @@ mod tests {
     #[test]
     fn only_answers_and_progress_for_raw_ids_are_taken_and_spans_found() {
         let answer = |line: &[u8]| match for_raw_call(line) {
-            Some(ForRawCall::Answer { id, result, error }) => Some((id, result, error)),
+            Some(ForRawCall::Answer {
+                id, result, error, ..
+            }) => Some((id, result, error)),
             _ => None,
         };
         let line = br#"{"jsonrpc":"2.0","id":"tg-42","result":{"content":[]}}"#;
@@ -161,7 +184,9 @@ mod tests {
     fn the_walk_takes_only_answers_serde_reads_the_same() {
         fn answer(found: Option<ForRawCall>) -> Option<(u64, Option<Span>, Option<Span>)> {
             match found? {
-                ForRawCall::Answer { id, result, error } => Some((id, result, error)),
+                ForRawCall::Answer {
+                    id, result, error, ..
+                } => Some((id, result, error)),
                 ForRawCall::Progress { .. } => None,
             }
         }
@@ -198,6 +223,68 @@ mod tests {
         assert!(taken > cases / 20, "{taken} of {cases} taken");
     }
 
+    /// The keys the walk reads off a result are those read off it after, by
+    /// [`super::super::peek`] or serde (what [`super::super::RawResult`] did before); what the
+    /// walk is unsure of it leaves to them.
+    #[test]
+    fn a_results_keys_read_by_the_walk_are_those_read_after_it() {
+        use super::super::peek;
+        fn walked(line: &[u8]) -> Option<(Span, Option<Facts>)> {
+            match plain_answer(line)? {
+                ForRawCall::Answer {
+                    result: Some(span),
+                    facts,
+                    ..
+                } => Some((span, facts)),
+                _ => None,
+            }
+        }
+        let after = |line: &[u8], (start, end): Span| {
+            let json = &line[start..end];
+            peek::peek(json)
+                .or_else(|| peek::by_serde(json))
+                .map(Facts::from)
+        };
+        let line = |result: &str| format!(r#"{{"jsonrpc":"2.0","id":"tg-1","result":{result}}}"#);
+        const RESULTS: &[&str] = &[
+            r#"{"content":[{"type":"text","text":"hello world!"}]}"#,
+            r#"{"resultType":"complete","content":[],"isError":true}"#,
+            r#"{ "isError" : false , "structuredContent" : {"a":[1]} , "content" : [ ] }"#,
+            r#"{"content":[],"structuredContent":[1],"resultType":"task","_meta":{"content":1}}"#,
+            r#"{"resultType":null,"content":null,"structuredContent":null,"isError":null}"#,
+            r#"{}"#,
+        ];
+        const BYTES: &[u8] = b"\"\\{}[],: 01-.enul\xc3";
+        let (mut cases, mut read) = (0, 0);
+        for result in RESULTS {
+            let line = line(result);
+            let (span, facts) = walked(line.as_bytes()).expect("a plain answer");
+            assert!(facts.is_some(), "{line}");
+            assert_eq!(facts, after(line.as_bytes(), span), "{line}");
+            for edit in crate::plain_json::one_edit_away(line.as_bytes(), BYTES) {
+                cases += 1;
+                if let Some((span, Some(facts))) = walked(&edit) {
+                    read += 1;
+                    let shown = String::from_utf8_lossy(&edit);
+                    assert_eq!(Some(facts), after(&edit, span), "{shown}");
+                }
+            }
+        }
+        assert!(read > cases / 20, "{read} of {cases} read");
+        // Unsure (an escaped key, a repeated one, an `isError` not a boolean) or not an
+        // object: no keys from the walk, the answer still taken.
+        for result in [
+            r#"{"isErr\u006fr":true,"content":[]}"#,
+            r#"{"content":[],"content":[]}"#,
+            r#"{"content":[],"isError":"yes"}"#,
+            r#"[{"content":[]}]"#,
+        ] {
+            let line = line(result);
+            let (_, facts) = walked(line.as_bytes()).expect("a plain answer");
+            assert_eq!(facts, None, "{line}");
+        }
+    }
+
     /// A long or deep result is checked by serde instead, to the same span.
     #[test]
     fn long_and_deep_results_are_left_to_serde_and_found_alike() {
@@ -213,6 +300,7 @@ mod tests {
                     id: 5,
                     result: Some((start, end)),
                     error: None,
+                    facts: None,
                 }) => Some((start, end)),
                 _ => None,
             };

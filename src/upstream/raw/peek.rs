@@ -3,10 +3,12 @@
 //! [`super::call::RawResult`] needs four keys of a result (`isError`, `resultType`,
 //! `structuredContent`, `content`) and where their values start. Reading them with serde
 //! scanned the whole result a second time (the reader's check was the first), at about 250
-//! instructions a key. Here the keys are found by skipping values over text already known to be
-//! valid JSON: strings are jumped with `memchr`, nothing is checked twice. What this does not
-//! read with certainty (a key with an escape, a repeated key, an `isError` that is not a
-//! boolean) it leaves to serde: [`peek`] answers `None`, and the caller reads as before.
+//! instructions a key. A small result's keys are read by the walk that checks it
+//! ([`super::head`], through [`Reading`]); [`peek`] reads those of a result that serde
+//! checked (a long or deep one, or an answer that is not plain) by skipping values over text
+//! already known to be valid JSON: strings are jumped with `memchr`, nothing is checked
+//! twice. What neither reads with certainty (a key with an escape, a repeated key, an
+//! `isError` that is not a boolean) is left to serde: `None`, and the caller reads as before.
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -20,6 +22,83 @@ pub(super) struct Peek<'a> {
     pub content: Option<&'a [u8]>,
 }
 
+/// What decides how a result is written, read off its [`Peek`] (see [`super::RawResult`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Facts {
+    pub is_error: bool,
+    pub has_result_type: bool,
+    /// `structuredContent` is absent or an object (what clients before 2026-07-28 accept).
+    pub structured_is_object: bool,
+    /// Written as it is: rmcp's typed path would change nothing (a `content` list is there,
+    /// which it would add otherwise, and a result type, if any, is `complete`).
+    pub plain: bool,
+}
+
+impl From<Peek<'_>> for Facts {
+    fn from(peek: Peek<'_>) -> Self {
+        Self {
+            is_error: peek.is_error == Some(true),
+            has_result_type: peek.result_type.is_some(),
+            structured_is_object: peek.structured.is_none_or(|value| value.starts_with(b"{")),
+            plain: peek.content.is_some_and(|c| c.starts_with(b"["))
+                && peek.result_type.is_none_or(|t| t == br#""complete""#),
+        }
+    }
+}
+
+/// The members of a result taken one by one (by [`peek`], or by the walk that checks an
+/// answer's result, [`super::head`]) into its [`Peek`]; unsure of it (a key with an escape,
+/// a repeated key, an `isError` that is not a boolean) it leaves it to serde.
+#[derive(Default)]
+pub(super) struct Reading<'a> {
+    peek: Peek<'a>,
+    seen: [bool; 4],
+    unsure: bool,
+}
+
+impl<'a> Reading<'a> {
+    /// One member: its key as written between its quotes, and its value's text.
+    pub fn member(&mut self, key: &[u8], value: &'a [u8]) {
+        if key.contains(&b'\\') {
+            self.unsure = true;
+            return;
+        }
+        let slot = match key {
+            b"isError" => 0,
+            b"resultType" => 1,
+            b"structuredContent" => 2,
+            b"content" => 3,
+            _ => return,
+        };
+        if std::mem::replace(&mut self.seen[slot], true) {
+            self.unsure = true;
+            return;
+        }
+        let null = value == b"null";
+        match slot {
+            0 => {
+                self.peek.is_error = match value {
+                    b"true" => Some(true),
+                    b"false" => Some(false),
+                    b"null" => None,
+                    _ => {
+                        self.unsure = true;
+                        None
+                    }
+                }
+            }
+            1 => self.peek.result_type = (!null).then_some(value),
+            2 => self.peek.structured = (!null).then_some(value),
+            _ => self.peek.content = (!null).then_some(value),
+        }
+    }
+
+    /// The keys read, unless unsure of them.
+    pub fn done(self) -> Option<Peek<'a>> {
+        (!self.unsure).then_some(self.peek)
+    }
+}
+
 /// The keys of `json`, a JSON object already checked as valid. `None` for what is left to
 /// serde (see the module doc); never a different answer from serde's.
 pub(super) fn peek(json: &[u8]) -> Option<Peek<'_>> {
@@ -28,10 +107,9 @@ pub(super) fn peek(json: &[u8]) -> Option<Peek<'_>> {
         return None;
     }
     at = skip_blank(json, at + 1);
-    let mut peek = Peek::default();
-    let mut seen = [false; 4];
+    let mut reading = Reading::default();
     if json.get(at) == Some(&b'}') {
-        return Some(peek);
+        return reading.done();
     }
     loop {
         if json.get(at) != Some(&b'"') {
@@ -39,46 +117,17 @@ pub(super) fn peek(json: &[u8]) -> Option<Peek<'_>> {
         }
         let key_end = string_end(json, at)?;
         let key = &json[at + 1..key_end - 1];
-        if key.contains(&b'\\') {
-            return None;
-        }
         at = skip_blank(json, key_end);
         if json.get(at) != Some(&b':') {
             return None;
         }
         let start = skip_blank(json, at + 1);
         let end = value_end(json, start)?;
-        let value = &json[start..end];
-        let null = value == b"null";
-        let slot = match key {
-            b"isError" => 0,
-            b"resultType" => 1,
-            b"structuredContent" => 2,
-            b"content" => 3,
-            _ => usize::MAX,
-        };
-        if slot != usize::MAX {
-            if std::mem::replace(&mut seen[slot], true) {
-                return None;
-            }
-            match slot {
-                0 => {
-                    peek.is_error = match value {
-                        b"true" => Some(true),
-                        b"false" => Some(false),
-                        b"null" => None,
-                        _ => return None,
-                    }
-                }
-                1 => peek.result_type = (!null).then_some(value),
-                2 => peek.structured = (!null).then_some(value),
-                _ => peek.content = (!null).then_some(value),
-            }
-        }
+        reading.member(key, &json[start..end]);
         at = skip_blank(json, end);
         match json.get(at) {
             Some(b',') => at = skip_blank(json, at + 1),
-            Some(b'}') => return Some(peek),
+            Some(b'}') => return reading.done(),
             _ => return None,
         }
     }

@@ -171,6 +171,7 @@ mod tests {
             line: line.as_bytes().to_vec(),
             result: None,
             error: None,
+            facts: None,
         }
     }
 
