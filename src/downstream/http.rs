@@ -77,8 +77,8 @@ use crate::{config::ProfileName, gateway::Gateway};
 
 type Endpoint = StreamableHttpService<GatewayService, CappedSessions>;
 
-// Header names as `HeaderName`s: a `&str` is parsed and checked on every lookup (about 300
-// instructions each in callgrind, four lookups per call POST).
+// Header names as `HeaderName`s: a `&str` is parsed and checked on every lookup (callgrind:
+// about 450 instructions a lookup by `&str`, 263 by a custom `HeaderName`; four per call POST).
 /// The header naming a request's method (2026-07-28), checked by rmcp against the body.
 const MCP_METHOD_HEADER: HeaderName = HeaderName::from_static("mcp-method");
 /// The header naming a request's MCP session.
