@@ -97,13 +97,22 @@ pub(super) async fn call_benchmarks(env: &Env, plan: &Plan, floor: f64) -> anyho
     let per_block = plan.concurrent_calls / plan.blocks;
     let mut elapsed = vec![Duration::ZERO; paths.len()];
     let mut cpu = vec![(Duration::ZERO, Duration::ZERO); paths.len()];
+    // This process's own CPU (the client), for what the three processes cost together.
+    let mut client_cpu = vec![Duration::ZERO; paths.len()];
     for _ in 0..plan.blocks {
-        for ((path, total), cpu) in paths.iter().zip(elapsed.iter_mut()).zip(cpu.iter_mut()) {
+        for (((path, total), cpu), client) in paths
+            .iter()
+            .zip(elapsed.iter_mut())
+            .zip(cpu.iter_mut())
+            .zip(client_cpu.iter_mut())
+        {
             let peer = path.session.peer();
+            let before = cpu_time(std::process::id());
             *total += path
                 .cpu
                 .measure(cpu, concurrent(&peer, &path.params, per_block))
                 .await?;
+            *client += cpu_time(std::process::id()).saturating_sub(before);
         }
     }
     let calls = per_block * plan.blocks;
@@ -114,16 +123,23 @@ pub(super) async fn call_benchmarks(env: &Env, plan: &Plan, floor: f64) -> anyho
     println!(
         "\n## 2. Throughput: {CALLERS} concurrent callers sharing one client, {calls} calls per path\n"
     );
-    println!("| path | calls/s | × direct | toolgate CPU µs/call | echo_server CPU µs/call |");
-    println!("|---|---:|---:|---:|---:|");
+    println!(
+        "| path | calls/s | × direct | toolgate CPU µs/call | echo_server CPU µs/call | client CPU µs/call |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|");
     for (i, ((path, rate), cpu)) in paths.iter().zip(&rates).zip(&cpu).enumerate() {
         let (gw_cpu, up_cpu) = cpu_cells(*cpu, calls, i > 0);
         println!(
-            "| {} | {rate:.0} | {:.2} | {gw_cpu} | {up_cpu} |",
+            "| {} | {rate:.0} | {:.2} | {gw_cpu} | {up_cpu} | {:.1} |",
             path.label,
-            rate / rates[0]
+            rate / rates[0],
+            us(client_cpu[i]) / calls as f64
         );
     }
+    // What the machine's cores allow at most, given what each process spent per call.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let spent = |i: usize| (us(cpu[i].0) + us(cpu[i].1) + us(client_cpu[i])) / calls as f64;
+    let cpu_bound = |i: usize| cores as f64 * 1e6 / spent(i) / rates[0];
     let ratio_stdio = rates[1] / rates[0];
     let ratio_http = rates[2] / rates[0];
     let cpu_per_call = |i: usize| us(cpu[i].0) / calls as f64;
@@ -142,6 +158,14 @@ pub(super) async fn call_benchmarks(env: &Env, plan: &Plan, floor: f64) -> anyho
     println!(
         "- stdio throughput with {CALLERS} callers: {ratio_stdio:.2}× direct (goal ≥ 0.8): {}",
         verdict(ratio_stdio >= 0.8)
+    );
+    println!(
+        "- the three processes spent {:.1} µs of CPU per call through toolgate (stdio), {:.1} direct: {cores} cores allow at most {:.2}× direct ({:.2}× over HTTP, {:.1} µs)",
+        spent(1),
+        spent(0),
+        cpu_bound(1),
+        cpu_bound(2),
+        spent(2)
     );
     println!(
         "- toolgate CPU per forwarded call with {CALLERS} in flight (stdio): {:.1} µs (goal ≤ 10 µs): {}",

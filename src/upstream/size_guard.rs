@@ -75,7 +75,8 @@ impl<R> SizeGuard<R> {
     /// Sorts freshly read bytes into whole lines (ready) or the skipped line's counters.
     fn take_in(&mut self, mut bytes: &[u8]) {
         while !bytes.is_empty() {
-            let (piece, ends_line) = match bytes.iter().position(|&b| b == b'\n') {
+            // memchr looks at many bytes a step; a byte loop paid a compare and a branch for each.
+            let (piece, ends_line) = match memchr::memchr(b'\n', bytes) {
                 Some(at) => (&bytes[..at], true),
                 None => (bytes, false),
             };

@@ -30,7 +30,8 @@ pub(super) fn call(message: &[u8]) -> Option<(RequestId, CallParts)> {
     let mut params: Option<CallParts> = None;
     walk.object(|key, walk| match key {
         b"jsonrpc" if !jsonrpc => {
-            jsonrpc = walk.plain_str()? == "2.0";
+            // Bytes: an ASCII match is UTF-8, and a mismatch ends the walk anyway.
+            jsonrpc = walk.plain_bytes()? == b"2.0";
             jsonrpc.then_some(())
         }
         b"id" if id.is_none() => {
@@ -38,7 +39,7 @@ pub(super) fn call(message: &[u8]) -> Option<(RequestId, CallParts)> {
             Some(())
         }
         b"method" if !method => {
-            method = walk.plain_str()? == TOOLS_CALL;
+            method = walk.plain_bytes()? == TOOLS_CALL.as_bytes();
             method.then_some(())
         }
         b"params" if params.is_none() => {

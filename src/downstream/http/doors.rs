@@ -116,11 +116,12 @@ impl Doors {
                 ));
             }
         };
-        let host = host.to_ascii_lowercase();
+        // Allowed hosts are lowercase (config and loopback names): compared without a
+        // lowercase copy of the header per request.
         let allowed = self
             .hosts
             .iter()
-            .any(|a| a.host == host && a.port.is_none_or(|p| Some(p) == port));
+            .any(|a| a.host.eq_ignore_ascii_case(host) && a.port.is_none_or(|p| Some(p) == port));
         if allowed {
             Ok(())
         } else {

@@ -376,12 +376,14 @@ impl Session {
     /// The call `id` (this `taking` of it) is over; `false` when it was cancelled meanwhile.
     fn finish(&self, id: &RequestId, taking: u64) -> bool {
         let mut calls = self.calls();
-        match calls.get(id) {
-            Some((t, _)) if *t == taking => {
-                calls.remove(id);
-                true
+        match calls.remove(id) {
+            Some((t, _)) if t == taking => true,
+            // Rare (cancelled, and the id reused): put back what was there.
+            Some(other) => {
+                calls.insert(id.clone(), other);
+                false
             }
-            _ => false,
+            None => false,
         }
     }
 }
@@ -406,6 +408,22 @@ fn plain_headers(headers: &HeaderMap) -> bool {
 /// An `Accept` that plainly lists both JSON and SSE (no parameters, no weights: those are
 /// left to rmcp).
 fn accepts_both(headers: &HeaderMap) -> bool {
+    // What the SDKs send (rmcp and Python's SDK one order, the TypeScript SDK the other),
+    // compared whole: splitting and trimming took about 1k instructions a call.
+    let mut values = headers.get_all(header::ACCEPT).iter();
+    if let (Some(value), None) = (values.next(), values.next())
+        && matches!(
+            value.as_bytes(),
+            b"application/json, text/event-stream" | b"text/event-stream, application/json"
+        )
+    {
+        return true;
+    }
+    lists_both(headers)
+}
+
+/// [`accepts_both`] item by item.
+fn lists_both(headers: &HeaderMap) -> bool {
     let (mut json, mut sse) = (false, false);
     for value in headers.get_all(header::ACCEPT) {
         let Ok(value) = value.to_str() else {
@@ -584,6 +602,29 @@ mod tests {
             "accept",
             "application/json, text/event-stream"
         )])));
+    }
+
+    #[test]
+    fn the_sdks_accept_is_read_whole_as_item_by_item() {
+        for accept in [
+            "application/json, text/event-stream",
+            "text/event-stream, application/json",
+            "application/json,text/event-stream",
+            "application/json, text/event-stream, */*",
+            "Application/JSON, Text/Event-Stream",
+            "application/json, text/event-stream ",
+            "application/json, text/event-stream;q=0",
+            "application/json,  text/event-stream",
+            "application/json",
+            "text/event-stream",
+        ] {
+            let one = headers(&[("accept", accept)]);
+            assert_eq!(accepts_both(&one), lists_both(&one), "{accept}");
+            let twice = headers(&[("accept", accept), ("accept", "application/json;q=0")]);
+            assert_eq!(accepts_both(&twice), lists_both(&twice), "{accept}, twice");
+        }
+        let sdk = headers(&[("accept", "text/event-stream, application/json")]);
+        assert!(accepts_both(&sdk));
     }
 
     #[test]
