@@ -169,8 +169,8 @@ impl RawLink {
     /// Cancel-safe: a line is queued whole or not at all.
     pub async fn send(&self, line: Vec<u8>, call: Option<u64>) -> Result<(), ()> {
         let wanted = room_for(&line, self.budget);
-        // Room and a slot taken at once when there are (nearly always): the waiting
-        // futures cost a few hundred instructions a call more than the tries.
+        // Room and a slot taken at once when there are (nearly always), without making the
+        // futures that wait for them.
         let room = match self.room.clone().try_acquire_many_owned(wanted) {
             Ok(room) => room,
             Err(TryAcquireError::Closed) => return Err(()),

@@ -408,8 +408,8 @@ fn plain_headers(headers: &HeaderMap) -> bool {
 /// An `Accept` that plainly lists both JSON and SSE (no parameters, no weights: those are
 /// left to rmcp).
 fn accepts_both(headers: &HeaderMap) -> bool {
-    // What the SDKs send (rmcp and Python's SDK one order, the TypeScript SDK the other),
-    // compared whole: splitting and trimming took about 1k instructions a call.
+    // What the SDKs send (the TypeScript and Python SDKs one order, rmcp the other),
+    // compared whole: splitting and trimming each item cost more than the whole check.
     let mut values = headers.get_all(header::ACCEPT).iter();
     if let (Some(value), None) = (values.next(), values.next())
         && matches!(
