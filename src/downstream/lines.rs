@@ -21,7 +21,7 @@
 //! The HTTP endpoint answers bodies that are not JSON or are batches with the same errors
 //! ([`http`](super::http)).
 
-use std::{io, sync::Arc};
+use std::{future::Future, io, pin::Pin, sync::Arc};
 
 use rmcp::{
     RoleServer,
@@ -31,7 +31,10 @@ use rmcp::{
 };
 use serde::Deserialize;
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, BufReader};
+use tokio::{
+    io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader},
+    sync::Mutex,
+};
 
 use super::guard::json_kind;
 
@@ -147,16 +150,107 @@ enum LineRead {
     Io(io::Error),
 }
 
+type Reply = Pin<Box<dyn Future<Output = io::Result<()>> + Send>>;
+
 /// Takes some lines before they are decoded for rmcp ([`super::fast`]).
 pub trait Intercept: Send + Sync {
     /// `line` is one message (no newline, no byte order mark); `true`: it is handled.
     fn take(&self, line: &[u8]) -> bool;
 }
 
-mod writer;
+/// Writes whole lines to the client, in turn with rmcp's messages.
+pub trait WriteLine: Send + Sync {
+    fn write_line(&self, line: Vec<u8>) -> Reply;
+}
 
-use writer::Reply;
-pub use writer::{LineWriter, WriteLine};
+/// The client's side of the stream: lines go out whole and in the order they were given;
+/// while one writer is writing, lines given meanwhile are queued and go out together with
+/// its next `write` (under load, one system call for several answers).
+pub struct LineWriter<W> {
+    queue: std::sync::Mutex<Queued>,
+    out: Mutex<Option<W>>,
+}
+
+#[derive(Default)]
+struct Queued {
+    bytes: Vec<u8>,
+    /// A writer is writing and will take what is queued before it stops.
+    writing: bool,
+}
+
+/// Clears `writing` if the writer stops without finishing (its future dropped), so that the
+/// next line starts a writer again.
+struct Writing<'a>(&'a std::sync::Mutex<Queued>);
+
+impl Drop for Writing<'_> {
+    fn drop(&mut self) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).writing = false;
+    }
+}
+
+impl<W: AsyncWrite + Send + Unpin + 'static> LineWriter<W> {
+    fn new(out: W) -> Self {
+        Self {
+            queue: std::sync::Mutex::new(Queued::default()),
+            out: Mutex::new(Some(out)),
+        }
+    }
+
+    fn queue(&self) -> std::sync::MutexGuard<'_, Queued> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Writes what is queued until nothing is; the caller set `writing`.
+    async fn write_queued(&self) -> io::Result<()> {
+        let writing = Writing(&self.queue);
+        let mut out = self.out.lock().await;
+        loop {
+            let batch = {
+                let mut queued = self.queue();
+                if queued.bytes.is_empty() {
+                    // Under the lock: a line queued after this starts a writer of its own.
+                    queued.writing = false;
+                    std::mem::forget(writing);
+                    return Ok(());
+                }
+                std::mem::take(&mut queued.bytes)
+            };
+            let Some(out) = out.as_mut() else {
+                return Err(io::Error::new(
+                    io::ErrorKind::NotConnected,
+                    "the transport is closed",
+                ));
+            };
+            out.write_all(&batch).await?;
+            out.flush().await?;
+        }
+    }
+
+    /// Closes the stream once what is queued is written.
+    async fn close(&self) {
+        drop(self.out.lock().await.take());
+    }
+}
+
+impl<W: AsyncWrite + Send + Unpin + 'static> WriteLine for Arc<LineWriter<W>> {
+    fn write_line(&self, line: Vec<u8>) -> Reply {
+        {
+            let mut queued = self.queue();
+            if queued.bytes.is_empty() {
+                queued.bytes = line;
+            } else {
+                queued.bytes.extend_from_slice(&line);
+            }
+            if queued.writing {
+                // The writer at work takes it with its next write.
+                return Box::pin(std::future::ready(Ok(())));
+            }
+            queued.writing = true;
+        }
+        let writer = self.clone();
+        Box::pin(async move { writer.write_queued().await })
+    }
+}
 
 /// A server transport over a byte stream pair (stdin/stdout): see the module doc.
 ///
@@ -363,7 +457,7 @@ where
 #[cfg(test)]
 mod tests {
     use serde_json::json;
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, DuplexStream};
+    use tokio::io::{AsyncBufReadExt, DuplexStream};
 
     use super::*;
 
