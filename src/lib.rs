@@ -131,5 +131,7 @@ pub mod upstream;
 
 /// A hash map for keys toolgate or its config chose (tool, server and session names, raw
 /// call numbers), looked up on every call: foldhash, randomly seeded per process, instead of
-/// SipHash. Keys a client chooses and inserts (request ids) stay on the standard hasher.
+/// SipHash. Keys a client chooses and inserts (request ids) stay on the standard hasher
+/// where the map serves more than that one client; a stdio gateway serves one client, whose
+/// request ids are hashed with foldhash ([`downstream::fast::IdsInFlight`]).
 pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;

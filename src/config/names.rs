@@ -1,16 +1,16 @@
 //! The names a config gives (servers, profiles, server ids) with their rules, and the bearer token type that never prints.
 
-use std::fmt;
+use std::{fmt, sync::Arc};
 
 /// A validated server name: `[a-z0-9-]+`, so that `{server}__{tool}` is always a legal tool name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ServerName(String);
+pub struct ServerName(Arc<str>);
 
 impl ServerName {
     /// The gateway itself, as the "server" of `run_code` in hooks, audit and metrics. Not a
     /// legal configured name (it has parentheses), so it can never be mistaken for one.
     pub fn gateway() -> Self {
-        Self("(toolgate)".to_owned())
+        Self(Arc::from("(toolgate)"))
     }
 
     /// The longest legal name, in bytes.
@@ -23,7 +23,7 @@ impl ServerName {
                 .bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
         if legal {
-            Ok(Self(name.to_owned()))
+            Ok(Self(Arc::from(name)))
         } else {
             Err(format!(
                 "server name {name:?} must be 1 to {} characters of [a-z0-9-]",
@@ -45,7 +45,7 @@ impl fmt::Display for ServerName {
 
 /// A validated profile name: `[a-z0-9-]+`, usable in a URL path (`/mcp/{profile}`).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ProfileName(String);
+pub struct ProfileName(Arc<str>);
 
 impl ProfileName {
     /// The profile of a caller that selects none.
@@ -58,7 +58,7 @@ impl ProfileName {
     }
 
     pub fn default_profile() -> Self {
-        Self(Self::DEFAULT.to_owned())
+        Self(Arc::from(Self::DEFAULT))
     }
 
     pub fn as_str(&self) -> &str {

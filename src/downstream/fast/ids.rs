@@ -1,6 +1,6 @@
 //! The request ids in flight on one stdio session, shared by the fast path and rmcp's side.
 
-use std::{collections::HashMap, sync::Mutex};
+use std::sync::Mutex;
 
 use rmcp::model::RequestId;
 use tokio_util::sync::CancellationToken;
@@ -8,10 +8,11 @@ use tokio_util::sync::CancellationToken;
 /// The request ids in flight on one stdio session, whichever path took them: a request
 /// reusing one is refused as a duplicate ([`crate::downstream::guard`]) by either path. A call the fast
 /// path took keeps here too what cancels it. One map, so that a call costs one lookup to take
-/// and one to finish: request ids are the client's choice, hashed with SipHash (about 200
-/// instructions a lookup), and two maps took five lookups a call.
+/// and one to finish (two maps took five lookups a call). Hashed with foldhash, not SipHash
+/// (about 200 instructions a lookup): the ids are the client's choice, but a stdio session
+/// has one client, which could slow only its own session with ids chosen to collide.
 #[derive(Default)]
-pub struct IdsInFlight(Mutex<HashMap<RequestId, Option<Taken>>>);
+pub struct IdsInFlight(Mutex<crate::FastMap<RequestId, Option<Taken>>>);
 
 /// A call the fast path took: which taking it is (an id may be reused once its request is
 /// cancelled, while the cancelled call is still ending) and what cancels it.
@@ -21,7 +22,7 @@ pub(super) struct Taken {
 }
 
 impl IdsInFlight {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, Option<Taken>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, crate::FastMap<RequestId, Option<Taken>>> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
