@@ -21,6 +21,11 @@ use toolgate::{
     telemetry::export::{self, LogStyle},
 };
 
+/// mimalloc instead of glibc's allocator: a forwarded call makes about 17 allocations, and
+/// glibc spent about 11% of the gateway's instructions on them (BENCHMARKS.md, issue 10).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Exit code when an output file (the audit log) cannot be created (sysexits EX_CANTCREAT).
 const EXIT_CANT_CREATE: u8 = 73;
 /// Exit code of a command stopped by SIGINT or SIGTERM before it finished (128 + SIGINT).

@@ -231,6 +231,8 @@ fn the_worker_self_check_reports_everything_refused() {
     let output = Command::new(common::toolgate())
         .args(["worker", "--self-check"])
         .env_clear()
+        // As the pool starts workers (`code_mode/pool/process.rs`).
+        .env("MIMALLOC_ARENA_RESERVE", "0")
         .output()
         .expect("the binary runs");
     assert!(output.status.success(), "{output:?}");

@@ -1,5 +1,8 @@
 //! The worker's OS sandbox: resource limits, then a seccomp filter that leaves only pipe I/O and memory.
 //!
+//! First the worker checks that it maps less than its memory cap: `setrlimit` accepts a cap below what is mapped
+//! already, and memory reserved before it would then stay usable beyond it.
+//!
 //! Order matters: `setrlimit` itself is refused once the filter is in place. The filter applies to every thread
 //! (TSYNC), but the worker is single-threaded anyway.
 //!
@@ -29,6 +32,14 @@ pub enum SandboxError {
     Install(String),
     #[error("seccomp is not supported on this architecture ({0})")]
     Arch(&'static str),
+    /// `setrlimit` accepts a cap below what is already mapped, and then only new mappings
+    /// fail: memory reserved before the cap (an allocator's arena) would stay usable beyond it.
+    #[error(
+        "the worker already maps {mapped_mib} MiB, at or over its memory cap of {cap_mib} MiB (RLIMIT_AS), so the cap would not hold (start it with MIMALLOC_ARENA_RESERVE=0, as the gateway does, so that the allocator does not reserve 1 GiB at once)"
+    )]
+    OverCap { mapped_mib: u64, cap_mib: u64 },
+    #[error("cannot read the worker's mapped size from /proc/self/status: {0}")]
+    Mapped(String),
 }
 
 /// The OS limits of one worker process.
@@ -43,8 +54,34 @@ pub struct ProcessLimits {
 
 /// Applies the resource limits and then the seccomp filter to the calling process.
 pub fn apply(limits: ProcessLimits) -> Result<(), SandboxError> {
+    // Read before the limits: RLIMIT_NOFILE leaves no descriptor to open the file with.
+    let status = std::fs::read_to_string("/proc/self/status")
+        .map_err(|error| SandboxError::Mapped(error.to_string()))?;
+    let mapped =
+        mapped_bytes(&status).ok_or_else(|| SandboxError::Mapped("no `VmSize` line".to_owned()))?;
+    cap_holds(mapped, limits.memory_bytes)?;
     set_rlimits(limits)?;
     install_filter()
+}
+
+/// The process's mapped size (`VmSize`, in kB) from the text of `/proc/self/status`.
+fn mapped_bytes(status: &str) -> Option<u64> {
+    let line = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmSize:"))?;
+    let kib = line.trim().strip_suffix("kB")?.trim().parse::<u64>().ok()?;
+    kib.checked_mul(1024)
+}
+
+/// Whether an address-space cap of `cap` bytes binds a process that maps `mapped` already.
+fn cap_holds(mapped: u64, cap: u64) -> Result<(), SandboxError> {
+    match mapped < cap {
+        true => Ok(()),
+        false => Err(SandboxError::OverCap {
+            mapped_mib: mapped >> 20,
+            cap_mib: cap >> 20,
+        }),
+    }
 }
 
 fn set_rlimits(limits: ProcessLimits) -> Result<(), SandboxError> {
@@ -206,6 +243,27 @@ mod tests {
         .unwrap();
         let program: BpfProgram = filter.try_into().unwrap();
         assert!(!program.is_empty());
+    }
+
+    #[test]
+    fn the_mapped_size_is_read_from_vmsize() {
+        let status =
+            "Name:\ttoolgate\nVmPeak:\t  90000 kB\nVmSize:\t   88572 kB\nVmRSS:\t 37580 kB\n";
+        assert_eq!(mapped_bytes(status), Some(88_572 * 1024));
+        assert_eq!(mapped_bytes("Name:\ttoolgate\n"), None);
+        assert_eq!(mapped_bytes("VmSize:\t lots kB\n"), None);
+    }
+
+    #[test]
+    fn a_cap_below_what_is_mapped_is_refused() {
+        assert!(cap_holds(88 << 20, 256 << 20).is_ok());
+        // What a worker maps once mimalloc has reserved its first 1 GiB arena.
+        let refused = cap_holds(1_134_012 * 1024, 256 << 20).unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "the worker already maps 1107 MiB, at or over its memory cap of 256 MiB (RLIMIT_AS), so the cap would not hold (start it with MIMALLOC_ARENA_RESERVE=0, as the gateway does, so that the allocator does not reserve 1 GiB at once)"
+        );
+        assert!(cap_holds(256 << 20, 256 << 20).is_err());
     }
 
     #[test]

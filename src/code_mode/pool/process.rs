@@ -90,6 +90,10 @@ impl WorkerProcess {
             .arg("--cpu-seconds")
             .arg(spec.cpu_seconds.to_string())
             .env_clear()
+            // mimalloc (the global allocator) reserves address space 1 GiB at a time, before
+            // the worker sets its RLIMIT_AS: the reserve would lift the memory cap to 1 GiB and
+            // leave the stack no room to grow. Without it, every mapping counts against the cap.
+            .env("MIMALLOC_ARENA_RESERVE", "0")
             .current_dir("/")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
