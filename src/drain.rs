@@ -11,7 +11,11 @@
 //! Only then do the sessions close and the upstreams stop. The calls a `run_code` program
 //! makes are not admitted separately: they belong to their program's call, and end with it.
 
-use std::{convert::Infallible, future::Future, sync::OnceLock, time::Duration};
+use std::{
+    future::Future,
+    sync::{Arc, Mutex, OnceLock},
+    time::Duration,
+};
 
 use tokio::time::Instant;
 use tokio_util::{
@@ -28,8 +32,8 @@ pub struct Drain {
     grace: Duration,
     /// Fired when draining starts: no call is admitted after it.
     closing: CancellationToken,
-    /// Fired when the grace is over (or on [`Drain::hurry`]): admitted calls are cancelled.
-    cut: CancellationToken,
+    /// Fires when the grace is over (or on [`Drain::hurry`]): admitted calls are cancelled.
+    cut: Arc<Cut>,
     /// One token per admitted call still running.
     calls: TaskTracker,
     /// When the grace ends, fixed by the first caller of [`Drain::run`].
@@ -50,7 +54,7 @@ impl Drain {
         Self {
             grace,
             closing: CancellationToken::new(),
-            cut: CancellationToken::new(),
+            cut: Arc::default(),
             calls: TaskTracker::new(),
             deadline: OnceLock::new(),
         }
@@ -100,7 +104,7 @@ impl Drain {
             () = self.calls.wait() => true,
             () = tokio::time::sleep_until(deadline) => false,
             // A second signal: no more waiting.
-            () = self.cut.cancelled() => false,
+            () = self.cut.fired.cancelled() => false,
         };
         let mut cancelled = 0;
         if !finished {
@@ -109,7 +113,7 @@ impl Drain {
                 cancelled,
                 "drain grace over: cancelling the calls still running"
             );
-            self.cut.cancel();
+            self.cut.fire();
             if tokio::time::timeout(SETTLE, self.calls.wait())
                 .await
                 .is_err()
@@ -128,7 +132,72 @@ impl Drain {
 
     /// Cancels the calls in flight now instead of at the end of the grace (a second signal).
     pub fn hurry(&self) {
-        self.cut.cancel();
+        self.cut.fire();
+    }
+}
+
+/// The drain's cut: the tokens of the admitted calls running, cancelled when it fires.
+///
+/// A call's token is a child of its client's and is listed here while it runs, so either
+/// cancels it without a task waiting on both. A relay did that before (a `select!` over the
+/// client's and the drain's `cancelled()`, polled at every wake of the call): callgrind of
+/// bc143a5 counted 6 polls of `WaitForCancellationFuture` per forwarded call (4 of them the
+/// relay's), about 1.1k instructions with their registrations.
+#[derive(Debug, Default)]
+struct Cut {
+    fired: CancellationToken,
+    running: Mutex<Running>,
+}
+
+#[derive(Debug, Default)]
+struct Running {
+    /// The cut has fired: a call that starts after it is cancelled at once.
+    fired: bool,
+    calls: slab::Slab<CancellationToken>,
+}
+
+impl Cut {
+    fn running(&self) -> std::sync::MutexGuard<'_, Running> {
+        self.running.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn fire(&self) {
+        self.fired.cancel();
+        let calls = {
+            let mut running = self.running();
+            running.fired = true;
+            std::mem::take(&mut running.calls)
+        };
+        for call in calls {
+            call.1.cancel();
+        }
+    }
+
+    /// Lists a running call's token; `None`: the cut has fired, and the token is cancelled.
+    fn enter(&self, call: &CancellationToken) -> Option<usize> {
+        let mut running = self.running();
+        if running.fired {
+            drop(running);
+            call.cancel();
+            return None;
+        }
+        Some(running.calls.insert(call.clone()))
+    }
+}
+
+/// Takes a call's token off the cut's list when the call ends.
+struct Listed<'a> {
+    cut: &'a Cut,
+    key: Option<usize>,
+}
+
+impl Drop for Listed<'_> {
+    fn drop(&mut self) {
+        if let Some(key) = self.key {
+            // After the lock: dropping a token takes the token's own lock.
+            let token = self.cut.running().calls.try_remove(key);
+            drop(token);
+        }
     }
 }
 
@@ -136,7 +205,7 @@ impl Drain {
 #[derive(Debug)]
 pub struct Admission {
     _in_flight: TaskTrackerToken,
-    cut: CancellationToken,
+    cut: Arc<Cut>,
 }
 
 impl Admission {
@@ -147,35 +216,18 @@ impl Admission {
         client: &CancellationToken,
         work: impl FnOnce(CancellationToken) -> F,
     ) -> F::Output {
-        let cancel = CancellationToken::new();
-        let work = work(cancel.clone());
-        tokio::select! {
-            // In order, not by lot (`select!` draws one per poll): the work first.
-            biased;
-            output = work => output,
-            never = relay(client, &self.cut, &cancel) => match never {},
-        }
+        let cancel = client.child_token();
+        let _listed = Listed {
+            key: self.cut.enter(&cancel),
+            cut: &self.cut,
+        };
+        work(cancel).await
     }
 
     /// Whether the drain cancelled this call (the grace ended while it ran).
     pub fn cut_short(&self) -> bool {
-        self.cut.is_cancelled()
+        self.cut.fired.is_cancelled()
     }
-}
-
-/// Fires `to` when `either` or `or` fires; never returns, so it can be raced against the work.
-async fn relay(
-    either: &CancellationToken,
-    or: &CancellationToken,
-    to: &CancellationToken,
-) -> Infallible {
-    tokio::select! {
-        biased;
-        () = either.cancelled() => {}
-        () = or.cancelled() => {}
-    }
-    to.cancel();
-    std::future::pending().await
 }
 
 #[cfg(test)]
@@ -258,6 +310,18 @@ mod tests {
         let outcome = admission.run(&client, |cancel| work(60_000, cancel)).await;
         assert_eq!(outcome, "cancelled");
         assert!(!admission.cut_short());
+    }
+
+    #[tokio::test]
+    async fn a_call_admitted_before_the_cut_and_started_after_it_is_cancelled_at_once() {
+        let drain = Drain::new(Duration::from_secs(30));
+        let admission = drain.admit().expect("not draining yet");
+        drain.hurry();
+        let client = CancellationToken::new();
+        let outcome = admission.run(&client, |cancel| work(60_000, cancel)).await;
+        assert_eq!(outcome, "cancelled");
+        assert!(admission.cut_short());
+        assert!(!client.is_cancelled(), "the client's token is the client's");
     }
 
     #[tokio::test]

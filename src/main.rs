@@ -21,7 +21,7 @@ use toolgate::{
     telemetry::export::{self, LogStyle},
 };
 
-/// mimalloc instead of glibc's allocator: a forwarded call makes about 17 allocations, and
+/// mimalloc instead of glibc's allocator: a forwarded call makes about 19 allocations, and
 /// glibc spent about 11% of the gateway's instructions on them (BENCHMARKS.md, issue 10).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
