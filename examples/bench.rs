@@ -101,6 +101,8 @@ struct Env {
     toolgate: PathBuf,
     echo: PathBuf,
     other: PathBuf,
+    /// `examples/forwarder.rs`: a relay that does no work, in toolgate's place.
+    forwarder: PathBuf,
     dir: tempfile::TempDir,
 }
 
@@ -119,9 +121,10 @@ impl Env {
             toolgate,
             echo: examples.join("echo_server"),
             other: examples.join("other_server"),
+            forwarder: examples.join("forwarder"),
             dir: tempfile::tempdir().context("cannot create a temporary directory")?,
         };
-        for path in [&env.toolgate, &env.echo, &env.other] {
+        for path in [&env.toolgate, &env.echo, &env.other, &env.forwarder] {
             if !path.exists() {
                 bail!(
                     "{} is missing: run `cargo build --release --bin toolgate --examples` first",
@@ -223,6 +226,16 @@ async fn direct(env: &Env, extra_tools: usize, tag: &str) -> anyhow::Result<Sess
     if extra_tools > 0 {
         command.env("ECHO_EXTRA_TOOLS", extra_tools.to_string());
     }
+    stdio_session(command, &env.dir.path().join(format!("{tag}.log"))).await
+}
+
+/// The echo server behind `forwarder` (`--threads` with `threads`).
+async fn forwarded(env: &Env, threads: bool, tag: &str) -> anyhow::Result<Session> {
+    let mut command = tokio::process::Command::new(&env.forwarder);
+    if threads {
+        command.arg("--threads");
+    }
+    command.arg(&env.echo);
     stdio_session(command, &env.dir.path().join(format!("{tag}.log"))).await
 }
 
@@ -406,9 +419,28 @@ impl Route {
     }
 
     fn through(label: &'static str, session: Session) -> anyhow::Result<Self> {
+        Self::relayed(label, session, "s0__echo")
+    }
+
+    /// Through `forwarder`, which leaves the tool's name as the server gave it.
+    async fn forwarder(env: &Env, threads: bool) -> anyhow::Result<Self> {
+        let (label, tag) = match threads {
+            false => (
+                "client → forwarder (1 thread, epoll) → echo_server",
+                "forwarder",
+            ),
+            true => (
+                "client → forwarder (`--threads`, blocking) → echo_server",
+                "forwarder-threads",
+            ),
+        };
+        Self::relayed(label, forwarded(env, threads, tag).await?, "echo")
+    }
+
+    fn relayed(label: &'static str, session: Session, tool: &str) -> anyhow::Result<Self> {
         let upstream = match children(session.pid)[..] {
             [upstream] => upstream,
-            ref other => bail!("toolgate has children {other:?}, expected one echo_server"),
+            ref other => bail!("{label}: children {other:?}, expected one echo_server"),
         };
         Ok(Self {
             label,
@@ -417,7 +449,7 @@ impl Route {
                 upstream,
             },
             session,
-            params: echo_params("s0__echo"),
+            params: echo_params(tool),
         })
     }
 }

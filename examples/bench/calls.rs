@@ -32,6 +32,9 @@ pub(super) async fn call_benchmarks(env: &Env, plan: &Plan, floor: f64) -> anyho
             "client → toolgate (HTTP, `fast_path = false`) → echo_server",
             gateway_http(env, &typed).await?,
         )?,
+        // What any process in the middle costs: relays that move the bytes and read none.
+        Route::forwarder(env, false).await?,
+        Route::forwarder(env, true).await?,
     ];
 
     // Latency: warm up each path, then interleave blocks so that drift in background load
@@ -64,7 +67,7 @@ pub(super) async fn call_benchmarks(env: &Env, plan: &Plan, floor: f64) -> anyho
     );
     println!(
         "| path | p50 µs | p90 µs | p99 µs | mean µs | added p50 µs | added p99 µs \
-         | toolgate CPU µs/call | echo_server CPU µs/call |"
+         | toolgate (or forwarder) CPU µs/call | echo_server CPU µs/call |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (i, ((path, s), cpu)) in paths.iter().zip(&stats).zip(&cpu).enumerate() {
@@ -124,7 +127,7 @@ pub(super) async fn call_benchmarks(env: &Env, plan: &Plan, floor: f64) -> anyho
         "\n## 2. Throughput: {CALLERS} concurrent callers sharing one client, {calls} calls per path\n"
     );
     println!(
-        "| path | calls/s | × direct | toolgate CPU µs/call | echo_server CPU µs/call | client CPU µs/call |"
+        "| path | calls/s | × direct | toolgate (or forwarder) CPU µs/call | echo_server CPU µs/call | client CPU µs/call |"
     );
     println!("|---|---:|---:|---:|---:|---:|");
     for (i, ((path, rate), cpu)) in paths.iter().zip(&rates).zip(&cpu).enumerate() {
@@ -152,7 +155,8 @@ pub(super) async fn call_benchmarks(env: &Env, plan: &Plan, floor: f64) -> anyho
         verdict(added_stdio <= floor + 20.0)
     );
     println!(
-        "- of which toolgate's own share (added − floor) is about {:.0} µs",
+        "- of which toolgate's own share (added − floor) is about {:.0} µs (against a real \
+         forwarder: see the last lines)",
         added_stdio - floor
     );
     println!(
@@ -191,6 +195,20 @@ pub(super) async fn call_benchmarks(env: &Env, plan: &Plan, floor: f64) -> anyho
         rates[4] / rates[0],
         cpu_per_call(4)
     );
+    // The same goals measured against a relay that reads nothing, instead of against direct.
+    for (i, how) in [(5, "1 thread, epoll"), (6, "`--threads`, blocking")] {
+        println!(
+            "- a forwarder that reads nothing ({how}) in the same run: added p50 {:.0} µs \
+             (toolgate {:+.0} µs over it), {:.2}× direct throughput (toolgate {:.2}× of it), \
+             {:.1} µs CPU/call (toolgate {:+.1} µs over it)",
+            us(stats[i].pct(50.0)) - us(direct_p50),
+            us(stats[1].pct(50.0)) - us(stats[i].pct(50.0)),
+            rates[i] / rates[0],
+            rates[1] / rates[i],
+            cpu_per_call(i),
+            cpu_per_call(1) - cpu_per_call(i)
+        );
+    }
 
     for path in paths {
         path.session.close().await;
