@@ -454,19 +454,22 @@ impl Route {
     }
 }
 
-/// `--soak SECS`: calls through toolgate (stdio, or HTTP with `--http`) from `CALLERS` tasks for SECS seconds, after
+/// `--soak SECS`: calls through toolgate (stdio, or HTTP with `--http`; or `forwarder` with `--forwarder`) from `CALLERS` tasks for SECS seconds, after
 /// printing the pids to stderr and waiting two seconds, so a profiler can attach:
 /// `perf record -g -p PID`.
-async fn soak(env: &Env, seconds: u64, callers: usize, http: bool) -> anyhow::Result<()> {
+async fn soak(env: &Env, seconds: u64, callers: usize, via: Via) -> anyhow::Result<()> {
     let one = env.echo_servers("one.toml", 1, &[])?;
-    let session = if http {
-        gateway_http(env, &one).await?
-    } else {
-        gateway_stdio(env, &one, "soak").await?
+    let route = match via {
+        Via::Stdio => Route::through("soak", gateway_stdio(env, &one, "soak").await?)?,
+        Via::Http => Route::through("soak", gateway_http(env, &one).await?)?,
+        Via::Forwarder => Route::forwarder(env, false).await?,
     };
-    let route = Route::through("soak", session)?;
+    let middle = match via {
+        Via::Forwarder => "forwarder",
+        Via::Stdio | Via::Http => "toolgate",
+    };
     eprintln!(
-        "toolgate pid {} upstream pid {}",
+        "{middle} pid {} upstream pid {}",
         route.session.pid, route.cpu.upstream
     );
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -496,7 +499,7 @@ async fn soak(env: &Env, seconds: u64, callers: usize, http: bool) -> anyhow::Re
     let (gw_cpu, up_cpu) = cpu_cells(cpu, calls, true);
     println!(
         "soak: {calls} calls from {callers} callers in {:.1} s = {:.0} calls/s; \
-         toolgate {gw_cpu} µs CPU/call, echo_server {up_cpu} µs CPU/call",
+         {middle} {gw_cpu} µs CPU/call, echo_server {up_cpu} µs CPU/call",
         start.elapsed().as_secs_f64(),
         calls as f64 / start.elapsed().as_secs_f64()
     );
@@ -504,7 +507,7 @@ async fn soak(env: &Env, seconds: u64, callers: usize, http: bool) -> anyhow::Re
     Ok(())
 }
 
-const USAGE: &str = "usage: bench [--quick] [--memory] [--client-workers N] [--soak SECS [--callers N] [--http]]\n\
+const USAGE: &str = "usage: bench [--quick] [--memory] [--client-workers N] [--soak SECS [--callers N] [--http | --forwarder]]\n\
     Run after `cargo build --release --bin toolgate --examples`, as\n\
     `cargo run --release --example bench [-- --quick]`.\n\
     --quick        a few iterations of everything (CI smoke run; noisy numbers)\n\
@@ -513,11 +516,23 @@ const USAGE: &str = "usage: bench [--quick] [--memory] [--client-workers N] [--s
     \x20              current-thread runtime, which leaves the 2 cores to the servers)\n\
     --soak SECS    only call through toolgate (stdio) for SECS seconds, for profiling;\n\
     \x20              prints the pids first (default 16 callers; --callers 1 = sequential;\n\
-    \x20              --http: through `serve --http` instead)\n\
+    \x20              --http: through `serve --http` instead; --forwarder: through\n\
+    \x20              `examples/forwarder.rs`, which reads nothing)\n\
     BENCH_TOOLGATE=PATH runs that gateway binary (or wrapper script) instead of\n\
     \x20              target/<profile>/toolgate\n\
     BENCH_HTTP_UNPOOLED=1 rmcp's default HTTP client (a new TCP connection per\n\
     \x20              request) instead of a pooled one";
+
+/// What `--soak` calls through.
+#[derive(Clone, Copy)]
+enum Via {
+    /// `toolgate serve` on stdio.
+    Stdio,
+    /// `toolgate serve --http`.
+    Http,
+    /// `examples/forwarder.rs` (1 thread, epoll).
+    Forwarder,
+}
 
 /// What the command line asked for.
 struct Args {
@@ -526,8 +541,8 @@ struct Args {
     client_workers: usize,
     soak_for: Option<u64>,
     callers: usize,
-    /// `--soak` over streamable HTTP instead of stdio.
-    http: bool,
+    /// What `--soak` calls through.
+    via: Via,
     /// `--memory`: only startup and idle RSS (sections 4 and 5).
     memory_only: bool,
 }
@@ -540,7 +555,7 @@ fn parse_args() -> anyhow::Result<Option<Args>> {
         client_workers: 0,
         soak_for: None,
         callers: CALLERS,
-        http: false,
+        via: Via::Stdio,
         memory_only: false,
     };
     let mut args = std::env::args().skip(1);
@@ -558,7 +573,8 @@ fn parse_args() -> anyhow::Result<Option<Args>> {
             "--client-workers" => parsed.client_workers = number(&arg)? as usize,
             "--soak" => parsed.soak_for = Some(number(&arg)?),
             "--callers" => parsed.callers = number(&arg)?.max(1) as usize,
-            "--http" => parsed.http = true,
+            "--http" => parsed.via = Via::Http,
+            "--forwarder" => parsed.via = Via::Forwarder,
             "--memory" => parsed.memory_only = true,
             "-h" | "--help" => {
                 println!("{USAGE}");
@@ -589,7 +605,7 @@ fn main() -> anyhow::Result<()> {
 async fn run(args: Args) -> anyhow::Result<()> {
     let env = Env::locate()?;
     if let Some(seconds) = args.soak_for {
-        return soak(&env, seconds, args.callers, args.http).await;
+        return soak(&env, seconds, args.callers, args.via).await;
     }
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     println!(
