@@ -2,7 +2,8 @@
 //!
 //! Build the release binaries first, then run the benchmark from the same profile:
 //! `cargo build --release --bin toolgate --examples && cargo run --release --example bench`.
-//! It spawns `target/release/examples/echo_server` (directly, and as toolgate's upstream) and
+//! It spawns `target/release/examples/echo_server` (directly, over stdio and over its own
+//! HTTP, behind `examples/forwarder.rs`, and as toolgate's upstream) and
 //! `target/release/toolgate` with configurations written to a temporary directory, drives them
 //! with an rmcp client over stdio and streamable HTTP, and prints Markdown tables on stdout.
 //! `--quick` runs a few iterations of everything (a smoke test for CI; its numbers are noisy).
@@ -248,33 +249,50 @@ async fn gateway_stdio(env: &Env, config: &Path, tag: &str) -> anyhow::Result<Se
 
 /// `toolgate --config CONFIG serve --http 127.0.0.1:0`, and a client of it.
 async fn gateway_http(env: &Env, config: &Path) -> anyhow::Result<Session> {
-    let mut child = tokio::process::Command::new(&env.toolgate)
+    let mut command = tokio::process::Command::new(&env.toolgate);
+    command
         .arg("--config")
         .arg(config)
-        .args(["serve", "--http", "127.0.0.1:0"])
+        .args(["serve", "--http", "127.0.0.1:0"]);
+    http_session(command, "toolgate").await
+}
+
+/// `echo_server` serving streamable HTTP itself (rmcp's server), and a client of it.
+async fn direct_http(env: &Env) -> anyhow::Result<Session> {
+    let mut command = tokio::process::Command::new(&env.echo);
+    command.env("ECHO_HTTP_ADDR", "127.0.0.1:0");
+    http_session(command, "echo-server").await
+}
+
+/// Spawns `command`, which prints `NAME: listening on URL` to stderr, and connects to URL.
+async fn http_session(mut command: tokio::process::Command, name: &str) -> anyhow::Result<Session> {
+    let mut child = command
         .env_remove("RUST_LOG")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .context("cannot spawn toolgate --http")?;
-    let pid = child.id().context("toolgate has no pid")?;
+        .with_context(|| format!("cannot spawn {name} over HTTP"))?;
+    let pid = child.id().with_context(|| format!("{name} has no pid"))?;
     let stderr = child.stderr.take().context("stderr is not piped")?;
     let mut lines = BufReader::new(stderr).lines();
     let url = tokio::time::timeout(Duration::from_secs(60), async {
         let mut seen = Vec::new();
         while let Some(line) = lines.next_line().await? {
-            if let Some(url) = line.strip_prefix("toolgate: listening on ") {
+            if let Some(url) = line
+                .strip_prefix(name)
+                .and_then(|rest| rest.strip_prefix(": listening on "))
+            {
                 return Ok(url.to_owned());
             }
             seen.push(line);
         }
-        bail!("toolgate exited before listening: {}", seen.join(" | "))
+        bail!("{name} exited before listening: {}", seen.join(" | "))
     })
     .await
-    .context("toolgate did not listen within 60 s")??;
-    // Keep draining stderr so the gateway never blocks on a full pipe.
+    .with_context(|| format!("{name} did not listen within 60 s"))??;
+    // Keep draining stderr so the server never blocks on a full pipe.
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     // A pooled client, as Node's `fetch` and Python's `httpx` are by default: rmcp's default
     // opens a new TCP connection for every request (`pool_max_idle_per_host(0)`), whose
@@ -289,7 +307,10 @@ async fn gateway_http(env: &Env, config: &Path) -> anyhow::Result<Session> {
             ),
         )
     };
-    let client = ().serve(transport).await.context("MCP handshake with toolgate over HTTP failed")?;
+    let client = ()
+        .serve(transport)
+        .await
+        .with_context(|| format!("MCP handshake with {name} over HTTP failed"))?;
     no_cache(&client).await;
     Ok(Session {
         client,
@@ -409,6 +430,20 @@ impl Route {
         let session = direct(env, 0, "direct").await?;
         Ok(Self {
             label: "direct: client → echo_server (stdio)",
+            cpu: CpuWatch {
+                gateway: None,
+                upstream: session.pid,
+            },
+            session,
+            params: echo_params("echo"),
+        })
+    }
+
+    /// echo_server serving HTTP itself: rmcp's HTTP client and server, no gateway.
+    async fn direct_http(env: &Env) -> anyhow::Result<Self> {
+        let session = direct_http(env).await?;
+        Ok(Self {
+            label: "direct: client → echo_server (HTTP, rmcp's server)",
             cpu: CpuWatch {
                 gateway: None,
                 upstream: session.pid,

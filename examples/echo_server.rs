@@ -21,6 +21,11 @@
 //! injected instruction, adds a `secret` argument to its schema, and sends
 //! `notifications/tools/list_changed`. `ECHO_BIG_TOOL=1` adds `big`, which answers a text
 //! of `bytes` times `x` (for answers over a size limit).
+//!
+//! `ECHO_HTTP_ADDR=<host:port>` serves streamable HTTP at `/mcp` instead of stdio (rmcp's
+//! server, stateful, every session on the same tools), printing
+//! `echo-server: listening on http://ADDR/mcp` to stderr: `bench` calls it so, without a
+//! gateway, to show what rmcp's HTTP client and server cost.
 
 use std::{
     borrow::Cow,
@@ -472,7 +477,41 @@ async fn main() -> anyhow::Result<()> {
         );
         std::future::pending::<()>().await;
     }
+    if let Ok(addr) = std::env::var("ECHO_HTTP_ADDR") {
+        return serve_http(server, &addr).await;
+    }
     let service = server.serve(stdio_pipes()).await?;
     service.waiting().await?;
+    Ok(())
+}
+
+/// `ECHO_HTTP_ADDR`: rmcp's streamable HTTP server until the process is killed.
+async fn serve_http(server: EchoServer, addr: &str) -> anyhow::Result<()> {
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+    };
+    // The default `allowed_hosts` is the loopback names.
+    let service: StreamableHttpService<EchoServer, LocalSessionManager> =
+        StreamableHttpService::new(
+            move || Ok(server.clone()),
+            Arc::default(),
+            StreamableHttpServerConfig::default(),
+        );
+    let router = axum::Router::new().nest_service("/mcp", service);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("{SERVER_NAME}: cannot listen on {addr}: {e}"))?;
+    // One write: the reader waits for the whole line.
+    let line = format!(
+        "{SERVER_NAME}: listening on http://{}/mcp\n",
+        listener.local_addr()?
+    );
+    let _ = std::io::stderr().write_all(line.as_bytes());
+    // No Nagle: an answer waiting for the client's delayed ACK costs 40 ms (toolgate's own
+    // HTTP listener does the same).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    axum::serve(listener, router).await?;
     Ok(())
 }

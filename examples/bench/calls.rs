@@ -35,6 +35,8 @@ pub(super) async fn call_benchmarks(env: &Env, plan: &Plan, floor: f64) -> anyho
         // What any process in the middle costs: relays that move the bytes and read none.
         Route::forwarder(env, false).await?,
         Route::forwarder(env, true).await?,
+        // What HTTP costs without a gateway: echo_server on rmcp's HTTP server.
+        Route::direct_http(env).await?,
     ];
 
     // Latency: warm up each path, then interleave blocks so that drift in background load
@@ -80,7 +82,7 @@ pub(super) async fn call_benchmarks(env: &Env, plan: &Plan, floor: f64) -> anyho
                 format!("{:+.0}", us(p99) - us(direct_p99)),
             )
         };
-        let (gw_cpu, up_cpu) = cpu_cells(*cpu, calls, i > 0);
+        let (gw_cpu, up_cpu) = cpu_cells(*cpu, calls, path.cpu.gateway.is_some());
         println!(
             "| {} | {:.0} | {:.0} | {:.0} | {:.0} | {added50} | {added99} | {gw_cpu} | {up_cpu} |",
             path.label,
@@ -131,7 +133,7 @@ pub(super) async fn call_benchmarks(env: &Env, plan: &Plan, floor: f64) -> anyho
     );
     println!("|---|---:|---:|---:|---:|---:|");
     for (i, ((path, rate), cpu)) in paths.iter().zip(&rates).zip(&cpu).enumerate() {
-        let (gw_cpu, up_cpu) = cpu_cells(*cpu, calls, i > 0);
+        let (gw_cpu, up_cpu) = cpu_cells(*cpu, calls, path.cpu.gateway.is_some());
         println!(
             "| {} | {rate:.0} | {:.2} | {gw_cpu} | {up_cpu} | {:.1} |",
             path.label,
@@ -209,6 +211,17 @@ pub(super) async fn call_benchmarks(env: &Env, plan: &Plan, floor: f64) -> anyho
             cpu_per_call(1) - cpu_per_call(i)
         );
     }
+
+    println!(
+        "- direct HTTP (rmcp's client and server, no gateway) in the same run: added p50 {:.0} µs \
+         over direct stdio, {:.2}× direct stdio throughput (toolgate over HTTP {:.2}× of it), \
+         echo_server {:.1} µs and the client {:.1} µs CPU/call at {CALLERS} in flight",
+        us(stats[7].pct(50.0)) - us(direct_p50),
+        rates[7] / rates[0],
+        rates[2] / rates[7],
+        us(cpu[7].1) / calls as f64,
+        us(client_cpu[7]) / calls as f64
+    );
 
     for path in paths {
         path.session.close().await;
