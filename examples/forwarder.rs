@@ -22,11 +22,15 @@ fn main() -> anyhow::Result<()> {
     if threads {
         return blocking(&program, &args);
     }
-    tokio::runtime::Builder::new_current_thread()
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .context("cannot start the runtime")?
-        .block_on(evented(&program, &args))
+        .context("cannot start the runtime")?;
+    let relayed = runtime.block_on(evented(&program, &args));
+    // Not waiting for a blocking read of stdin (rmcp's fallback when stdio is not a pipe)
+    // that only the client can end.
+    runtime.shutdown_background();
+    relayed
 }
 
 /// Both directions on one thread, woken by epoll.
@@ -50,9 +54,18 @@ async fn evented(program: &std::ffi::OsStr, args: &[std::ffi::OsString]) -> anyh
         copied
     };
     let down = tokio::io::copy(&mut child_out, &mut stdout);
-    let (up, down) = tokio::join!(up, down);
-    up.context("copying stdin to the child")?;
-    down.context("copying the child's stdout")?;
+    tokio::pin!(up, down);
+    tokio::select! {
+        // The child's output ended (it exited, say): so does the relay's, without waiting
+        // for the client to close its input.
+        copied = &mut down => {
+            copied.context("copying the child's stdout")?;
+        }
+        copied = &mut up => {
+            copied.context("copying stdin to the child")?;
+            down.await.context("copying the child's stdout")?;
+        }
+    }
     child.wait().await?;
     Ok(())
 }
