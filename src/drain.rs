@@ -146,28 +146,20 @@ impl Drain {
 #[derive(Debug, Default)]
 struct Cut {
     fired: CancellationToken,
-    running: Mutex<Running>,
-}
-
-#[derive(Debug, Default)]
-struct Running {
-    /// The cut has fired: a call that starts after it is cancelled at once.
-    fired: bool,
-    calls: slab::Slab<CancellationToken>,
+    /// The tokens of the calls running.
+    running: Mutex<slab::Slab<CancellationToken>>,
 }
 
 impl Cut {
-    fn running(&self) -> std::sync::MutexGuard<'_, Running> {
+    fn running(&self) -> std::sync::MutexGuard<'_, slab::Slab<CancellationToken>> {
         self.running.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn fire(&self) {
+        // Before the list is taken: an `enter` that finds the token not yet cancelled lists
+        // its call before this takes the list, and one after finds it cancelled.
         self.fired.cancel();
-        let calls = {
-            let mut running = self.running();
-            running.fired = true;
-            std::mem::take(&mut running.calls)
-        };
+        let calls = std::mem::take(&mut *self.running());
         for call in calls {
             call.1.cancel();
         }
@@ -176,12 +168,13 @@ impl Cut {
     /// Lists a running call's token; `None`: the cut has fired, and the token is cancelled.
     fn enter(&self, call: &CancellationToken) -> Option<usize> {
         let mut running = self.running();
-        if running.fired {
+        // Under the lock: see `fire`.
+        if self.fired.is_cancelled() {
             drop(running);
             call.cancel();
             return None;
         }
-        Some(running.calls.insert(call.clone()))
+        Some(running.insert(call.clone()))
     }
 }
 
@@ -195,7 +188,7 @@ impl Drop for Listed<'_> {
     fn drop(&mut self) {
         if let Some(key) = self.key {
             // After the lock: dropping a token takes the token's own lock.
-            let token = self.cut.running().calls.try_remove(key);
+            let token = self.cut.running().try_remove(key);
             drop(token);
         }
     }
