@@ -105,8 +105,9 @@ pub struct ToolCall {
 /// The base of the chain: forward to the owning upstream, or run a program.
 ///
 /// Only the raw upstream call is awaited in place: a program, a task and rmcp's typed call
-/// are boxed, so that this future (allocated once per call by [`stages::Next::run`]) is
-/// the size of the common path, not of its largest branch.
+/// are boxed, so that this future (held inside the last wrapper's own, normally the
+/// timeout's: [`stages::Next::run_inline`]) is the size of the common path, not of its
+/// largest branch.
 async fn dispatch(
     pipeline: &Pipeline,
     rules: &Rules,

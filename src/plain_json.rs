@@ -13,6 +13,7 @@ use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 
 /// A position in one message.
+#[derive(Clone)]
 pub(crate) struct Walk<'a> {
     bytes: &'a [u8],
     at: usize,
@@ -58,19 +59,23 @@ impl<'a> Walk<'a> {
 
     /// A string with no escape and no control character (which serde refuses in a string),
     /// as bytes: not checked as UTF-8, so only for comparing with ASCII text (an ASCII match
-    /// is UTF-8; anything else the caller refuses). A byte loop: these strings are short, and
-    /// `memchr` and `from_utf8` cost more to start than such a string costs to walk.
+    /// is UTF-8; anything else the caller refuses). Scanned a word at a time ([`special`]):
+    /// these strings are short, and `memchr` costs more to start than such a string to walk.
     pub fn plain_bytes(&mut self) -> Option<&'a [u8]> {
         self.eat(b'"')?;
-        let rest = &self.bytes[self.at..];
-        let end = rest
-            .iter()
-            .position(|&b| matches!(b, b'"' | b'\\' | 0..=0x1f))?;
-        if rest[end] != b'"' {
-            return None;
+        let start = self.at;
+        let mut at = start;
+        loop {
+            at += special(&self.bytes[at..])?;
+            match self.bytes[at] {
+                b'"' => {
+                    self.at = at + 1;
+                    return Some(&self.bytes[start..at]);
+                }
+                0x80.. => at += 1,
+                _ => return None,
+            }
         }
-        self.at += end + 1;
-        Some(&rest[..end])
     }
 
     /// [`plain_bytes`](Self::plain_bytes) checked as UTF-8.
@@ -151,6 +156,40 @@ impl<'a> Walk<'a> {
         }
     }
 
+    /// A JSON object as serde reads it into a map: walked when it is flat and plain (each
+    /// value a string without escapes, an integer within `i64`, `true`, `false` or `null`),
+    /// read by serde otherwise.
+    pub fn json_object(&mut self) -> Option<serde_json::Map<String, serde_json::Value>> {
+        let mut flat = self.clone();
+        match flat.flat_object() {
+            Some(map) => {
+                *self = flat;
+                Some(map)
+            }
+            None => self.object_by_serde(),
+        }
+    }
+
+    /// [`json_object`](Self::json_object)'s walk: members inserted in order, as serde's map
+    /// visitor inserts them (a repeated key keeps its last value).
+    fn flat_object(&mut self) -> Option<serde_json::Map<String, serde_json::Value>> {
+        use serde_json::Value;
+        let mut map = serde_json::Map::new();
+        self.object(|key, walk| {
+            let key = std::str::from_utf8(key).ok()?;
+            let value = match walk.peek()? {
+                b'"' => Value::String(walk.plain_str()?.to_owned()),
+                b't' if walk.literal(b"true") => Value::Bool(true),
+                b'f' if walk.literal(b"false") => Value::Bool(false),
+                b'n' if walk.literal(b"null") => Value::Null,
+                _ => Value::from(walk.integer()?),
+            };
+            map.insert(key.to_owned(), value);
+            Some(())
+        })?;
+        Some(map)
+    }
+
     /// An object read by serde (a value that ends at its own closing byte).
     pub fn object_by_serde<T: DeserializeOwned>(&mut self) -> Option<T> {
         if self.peek()? != b'{' {
@@ -204,8 +243,73 @@ impl<'a> Walk<'a> {
     /// Skips one value as serde's `ignore_value` does (escapes checked for form only, as
     /// serde does for a value it does not decode); `None` where serde would fail, or at
     /// `depth` 0. `ascii` is cleared on a byte that is not ASCII.
+    ///
+    /// Iterative: the containers open are bits of one word (set for an object), so `depth`
+    /// is at most 64 ([`DEPTH`]); a deeper limit is left to the recursive walk.
     fn skip(&mut self, depth: u32, ascii: &mut bool) -> Option<()> {
-        self.skip_members(depth, ascii, None)
+        if depth > u64::BITS {
+            return self.skip_members(depth, ascii, None);
+        }
+        let mut objects = 0u64;
+        let mut open = 0u32;
+        loop {
+            // A value.
+            match self.peek()? {
+                b'"' => self.skip_string(ascii)?,
+                b't' => self.literal(b"true").then_some(())?,
+                b'f' => self.literal(b"false").then_some(())?,
+                b'n' => self.literal(b"null").then_some(())?,
+                byte @ (b'{' | b'[') => {
+                    if open >= depth {
+                        return None;
+                    }
+                    self.at += 1;
+                    let close = if byte == b'{' { b'}' } else { b']' };
+                    if self.peek()? == close {
+                        self.at += 1;
+                    } else {
+                        objects = (objects << 1) | u64::from(byte == b'{');
+                        open += 1;
+                        if byte == b'{' {
+                            self.key(ascii)?;
+                        }
+                        continue;
+                    }
+                }
+                _ => self.skip_number()?,
+            }
+            // After a value: the containers it ends, then the next member, or the end.
+            loop {
+                if open == 0 {
+                    return Some(());
+                }
+                let object = objects & 1 == 1;
+                match self.peek()? {
+                    b',' => {
+                        self.at += 1;
+                        if object {
+                            self.key(ascii)?;
+                        }
+                        break;
+                    }
+                    b'}' if object => {}
+                    b']' if !object => {}
+                    _ => return None,
+                }
+                self.at += 1;
+                objects >>= 1;
+                open -= 1;
+            }
+        }
+    }
+
+    /// An object member's key and its colon.
+    fn key(&mut self, ascii: &mut bool) -> Option<()> {
+        if self.peek()? != b'"' {
+            return None;
+        }
+        self.skip_string(ascii)?;
+        self.eat(b':')
     }
 
     /// [`skip`](Self::skip), giving `each` (if any) the members of the value when it is an
@@ -265,12 +369,8 @@ impl<'a> Walk<'a> {
     fn skip_string(&mut self, ascii: &mut bool) -> Option<()> {
         self.at += 1;
         loop {
-            let rest = &self.bytes[self.at..];
-            let special = rest
-                .iter()
-                .position(|&b| matches!(b, b'"' | b'\\' | 0..=0x1f | 0x80..))?;
-            self.at += special;
-            match rest[special] {
+            self.at += special(&self.bytes[self.at..])?;
+            match self.bytes[self.at] {
                 b'"' => {
                     self.at += 1;
                     return Some(());
@@ -338,6 +438,37 @@ impl<'a> Walk<'a> {
     }
 }
 
+/// Where the first byte of `text` that ends a plain run of string text is: `"`, `\\`, a
+/// control character or a byte that is not ASCII. Eight bytes at a time (a word's bytes
+/// tested together), then byte by byte for the last few.
+fn special(text: &[u8]) -> Option<usize> {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    let mut at = 0;
+    while let Some(word) = text.get(at..at + 8) {
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(word);
+        let x = u64::from_le_bytes(bytes);
+        // A byte's high bit is set here where that byte is below 0x20, is `"` or `\\` (each a
+        // zero after the xor), or is not ASCII; the lowest such byte is exact (a borrow only
+        // reaches the bytes above a true match).
+        let control = x.wrapping_sub(ONES * 0x20) & !x;
+        let quote =
+            (x ^ (ONES * u64::from(b'"'))).wrapping_sub(ONES) & !(x ^ (ONES * u64::from(b'"')));
+        let slash =
+            (x ^ (ONES * u64::from(b'\\'))).wrapping_sub(ONES) & !(x ^ (ONES * u64::from(b'\\')));
+        let found = (control | quote | slash | x) & HIGH;
+        if found != 0 {
+            return Some(at + (found.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    text[at..]
+        .iter()
+        .position(|&b| matches!(b, b'"' | b'\\' | 0..=0x1f | 0x80..))
+        .map(|i| at + i)
+}
+
 /// How deep [`Walk::raw_value`] walks a value itself (serde's own limit is 128).
 const DEPTH: u32 = 64;
 
@@ -393,6 +524,102 @@ mod tests {
             "x",
         ] {
             assert_eq!(read(refused), None, "{refused}");
+        }
+    }
+
+    /// The word-at-a-time scan stops where a byte-by-byte one does: every byte value at
+    /// every place of a word, behind plain text and behind another stop.
+    #[test]
+    fn the_word_scan_stops_at_the_first_special_byte() {
+        let naive = |text: &[u8]| {
+            text.iter()
+                .position(|&b| matches!(b, b'"' | b'\\' | 0..=0x1f | 0x80..))
+        };
+        for len in 0..20 {
+            for at in 0..len {
+                for byte in 0..=255u8 {
+                    let mut text = vec![b'a'; len];
+                    text[at] = byte;
+                    assert_eq!(special(&text), naive(&text), "{byte:#x} at {at} of {len}");
+                    if at + 1 < len {
+                        text[at + 1] = b'"';
+                        assert_eq!(special(&text), naive(&text), "{byte:#x} at {at} of {len}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// The walk checks values up to [`DEPTH`] containers deep and leaves deeper ones to
+    /// serde; a container closed by the other kind's byte is refused either way.
+    #[test]
+    fn values_are_walked_to_the_depth_limit_and_no_deeper() {
+        for n in [1, 63, 64, 65] {
+            let arrays = format!("{}1{}", "[".repeat(n), "]".repeat(n));
+            let objects = format!("{}1{}", r#"{"a":"#.repeat(n), "}".repeat(n));
+            let mixed = format!("{}[]{}", r#"[{"a":"#.repeat(n / 2), "}]".repeat(n / 2));
+            for (text, depth) in [(arrays, n), (objects, n), (mixed, n / 2 * 2 + 1)] {
+                let found = Walk::new(text.as_bytes()).raw_value_keyed(None);
+                let walked = depth <= DEPTH as usize;
+                assert_eq!(found, Some(((0, text.len()), walked)), "{depth}: {text}");
+            }
+        }
+        for refused in [
+            "[{]}",
+            r#"{"a":[}]"#,
+            r#"{"a":1,}"#,
+            "[1,]",
+            r#"{"a" 1}"#,
+            "[[1]",
+        ] {
+            assert_eq!(Walk::new(refused.as_bytes()).raw_value(), None, "{refused}");
+        }
+    }
+
+    /// Whatever the flat walk builds, serde builds the same; what it leaves, serde reads.
+    #[test]
+    fn a_flat_object_is_built_as_serde_builds_it() {
+        const FLAT: &[&str] = &[
+            r#"{"text":"hello world!"}"#,
+            r#"{ "a" : 1 , "b" : -2 , "c" : true , "d" : false , "e" : null , "a" : "é" }"#,
+            r#"{}"#,
+            r#"{"n":9223372036854775807,"m":-9223372036854775808}"#,
+        ];
+        const BYTES: &[u8] = b"\"\\{}[],: 01-.enul\x01\xc3\xff";
+        let serde = |text: &[u8]| {
+            let mut stream = serde_json::Deserializer::from_slice(text)
+                .into_iter::<serde_json::Map<String, serde_json::Value>>();
+            let map = stream.next()?.ok()?;
+            Some((map, stream.byte_offset()))
+        };
+        let (mut cases, mut flat) = (0, 0);
+        for text in FLAT {
+            let mut walk = Walk::new(text.as_bytes());
+            assert!(walk.flat_object().is_some(), "{text}");
+            for edit in one_edit_away(text.as_bytes(), BYTES) {
+                cases += 1;
+                let mut walk = Walk::new(&edit);
+                if let Some(map) = walk.flat_object() {
+                    flat += 1;
+                    let shown = String::from_utf8_lossy(&edit);
+                    assert_eq!(Some((map, walk.at)), serde(&edit), "{shown}");
+                }
+                let mut walk = Walk::new(&edit);
+                let read = walk.json_object().map(|map| (map, walk.at));
+                assert_eq!(read, serde(&edit), "{}", String::from_utf8_lossy(&edit));
+            }
+        }
+        assert!(flat > cases / 20, "{flat} of {cases} walked");
+        // Nested values and numbers that are not integers go to serde.
+        for text in [
+            r#"{"a":[1]}"#,
+            r#"{"a":{"b":1}}"#,
+            r#"{"a":1.5}"#,
+            r#"{"a":"\n"}"#,
+        ] {
+            assert!(Walk::new(text.as_bytes()).flat_object().is_none(), "{text}");
+            let mut walk = Walk::new(text.as_bytes());
+            assert!(walk.json_object().is_some(), "{text}");
         }
     }
 

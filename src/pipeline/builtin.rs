@@ -102,7 +102,8 @@ impl Around for Timeout {
             let limit = call.entry.policy.timeout_ms;
             // A child token: expiry cancels this attempt upstream, not the client's request.
             let attempt = cancel.child_token();
-            let mut running = next.run(call, attempt.clone());
+            let running = next.run_inline(call, attempt.clone());
+            tokio::pin!(running);
             tokio::select! {
                 // In order, not by lot: an answer ready at the deadline is taken.
                 biased;
@@ -138,11 +139,11 @@ impl Around for RetryTransient {
     ) -> BoxFuture<'a, Result<Answer, CallError>> {
         Box::pin(async move {
             let Some(retry) = call.entry.policy.retry else {
-                return next.run(call, cancel).await;
+                return next.run_inline(call, cancel).await;
             };
             let mut attempt = 1;
             loop {
-                let outcome = next.run(call, cancel.clone()).await;
+                let outcome = next.run_inline(call, cancel.clone()).await;
                 match outcome {
                     Err(error)
                         if error.is_transient()

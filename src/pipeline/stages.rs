@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use rmcp::model::{CallToolResult, ContentBlock};
-use tokio_util::sync::CancellationToken;
+use tokio_util::{either::Either, sync::CancellationToken};
 
 use super::{Answer, BoxFuture, CallError, Pipeline, Rules, ToolCall};
 
@@ -95,6 +95,27 @@ impl<'a> Next<'a> {
         call: &'a ToolCall,
         cancel: CancellationToken,
     ) -> BoxFuture<'a, Result<Answer, CallError>> {
+        match self.wrapper(call) {
+            Some((wrapper, next)) => wrapper.around(call, cancel, next),
+            None => Box::pin(super::dispatch(self.pipeline, self.rules, call, cancel)),
+        }
+    }
+
+    /// [`run`](Self::run) for a wrapper: the dispatch at the end is not boxed but runs inside
+    /// the wrapper's own future (normally the timeout's), one allocation fewer per call.
+    pub fn run_inline(
+        self,
+        call: &'a ToolCall,
+        cancel: CancellationToken,
+    ) -> impl Future<Output = Result<Answer, CallError>> + Send + 'a {
+        match self.wrapper(call) {
+            Some((wrapper, next)) => Either::Left(wrapper.around(call, cancel, next)),
+            None => Either::Right(super::dispatch(self.pipeline, self.rules, call, cancel)),
+        }
+    }
+
+    /// The first wrapper of the rest that wraps `call`, and what follows it.
+    fn wrapper(self, call: &ToolCall) -> Option<(&'a Arc<dyn Around>, Next<'a>)> {
         let mut chain = self.chain;
         while let Some((wrapper, rest)) = chain.split_first() {
             if wrapper.wraps(call) {
@@ -103,10 +124,10 @@ impl<'a> Next<'a> {
                     pipeline: self.pipeline,
                     rules: self.rules,
                 };
-                return wrapper.around(call, cancel, next);
+                return Some((wrapper, next));
             }
             chain = rest;
         }
-        Box::pin(super::dispatch(self.pipeline, self.rules, call, cancel))
+        None
     }
 }
