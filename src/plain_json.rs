@@ -6,8 +6,9 @@
 //! allows, and [`Walk`] reads them byte by byte. It takes only what it can read exactly as
 //! serde would; on anything else (an escape, a float, a key it was not asked for, broken
 //! JSON) its readers return `None`, and the caller reads the message with serde as before.
-//! A call's arguments go through serde (validation reads them as an object); a value kept
-//! as text (a result) is checked by the walk when it is small and shallow, by serde otherwise.
+//! A call's arguments become an object (validation reads them so): built by the walk when
+//! they are flat and plain, by serde otherwise; a value kept as text (a result) is checked
+//! by the walk when it is small and shallow, by serde otherwise.
 
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;

@@ -3,8 +3,9 @@
 //! Reading a call's envelope with serde cost about 6k instructions per call, most of them per
 //! key and per string (callgrind of 5ef9bf3: `Envelope::read` 74.3M instructions over 12,187
 //! calls). What every SDK writes is plainer than what JSON allows: keys and strings without
-//! escapes, integer ids. Such a message is read here in one walk; only `arguments` goes
-//! through serde, into the object that validation reads.
+//! escapes, integer ids. Such a message is read here in one walk, and its keys in the order
+//! rmcp writes them are matched as text. `arguments` become the object that validation reads:
+//! walked when flat and plain, through serde otherwise ([`Walk::json_object`]).
 //!
 //! The walk takes a strict subset of what [`super::envelope::Envelope::read`] takes, and reads
 //! it to the same values: an object whose keys are `jsonrpc` (`"2.0"`), `id` (an integer or a
@@ -137,7 +138,7 @@ fn params_any_order(walk: &mut Walk<'_>) -> Option<CallParts> {
     walk.object(|key, walk| {
         match key {
             b"name" if name.is_none() => name = Some(walk.plain_str()?),
-            // The one value read by serde: validation reads it as an object.
+            // Read into the object validation reads (by serde unless flat and plain).
             b"arguments" if arguments.is_none() => {
                 arguments = Some(match walk.literal(b"null") {
                     true => None,
