@@ -28,10 +28,10 @@ pub(super) fn call(message: &[u8]) -> Option<(RequestId, CallParts)> {
     sdk_shaped(message).or_else(|| any_order(message))
 }
 
-/// A call with its keys in the order rmcp and the TypeScript SDK write them (`jsonrpc`, `id`,
-/// `method`, `params`), matched as text rather than key by key: what [`any_order`] reads of
-/// the same message, at about a third of its cost for the envelope. Anything else, including
-/// a blank where this expects none, is `None`, and [`any_order`] reads it.
+/// A call with its keys in the order rmcp's client writes them (`jsonrpc`, `id`, `method`,
+/// `params`), matched as text rather than key by key: what [`any_order`] reads of the same
+/// message, without the walk's work per key. Anything else, including a blank where this
+/// expects none (or another SDK's order), is `None`, and [`any_order`] reads it.
 fn sdk_shaped(message: &[u8]) -> Option<(RequestId, CallParts)> {
     let mut walk = Walk::new(message);
     if !walk.literal(br#"{"jsonrpc":"2.0","id":"#) {
