@@ -78,11 +78,13 @@
 //! It all runs in the call's `tools/call` span ([`telemetry`]), whose context reaches
 //! hooks and the upstream as `traceparent`.
 //!
-//! The fast path of the same call over stdio: [`downstream::fast`] takes the `tools/call`
-//! line before rmcp decodes it → [`pipeline::Pipeline::execute_answer`] runs the same stages
-//! → [`upstream::Upstream::call_raw`] writes the request on the stdio upstream's pipe and its
-//! reader hands back the answer line ([`upstream::raw`]) → unless a stage had to decode it,
-//! the client's answer is written around the upstream's bytes. Over HTTP,
+//! The fast path of the same call over stdio: the client's lines are read by a task of their
+//! own, where [`downstream::fast`] takes the `tools/call` line before rmcp decodes it (rmcp's
+//! service loop wakes only for the lines it is to decode) → [`pipeline::Pipeline::execute_answer`]
+//! runs the same stages → [`upstream::Upstream::call_raw`] writes the request on the stdio
+//! upstream's pipe, and the task that reads that server's stdout hands back the answer line
+//! ([`upstream::raw`]) without waking rmcp's client → unless a stage had to decode it, the
+//! client's answer is written around the upstream's bytes. Over HTTP,
 //! [`downstream::http::fast`] takes such a call's POST on a live 2025-era session after the
 //! front's checks and answers it beside rmcp's session worker, through the same entry.
 //!

@@ -17,6 +17,7 @@ mod logs;
 pub mod oauth;
 mod passthrough;
 mod progress;
+mod pump;
 pub mod raw;
 mod servers;
 mod size_guard;

@@ -2,8 +2,8 @@
 //!
 //! rmcp decodes every line into its typed request enums and spawns three tasks per request;
 //! for a forwarded call that was half of the gateway's cost (`BENCHMARKS.md`). [`FastPath`]
-//! sits in the stdio transport ([`super::lines::Lines`]) and takes a line before rmcp sees
-//! it when the line is:
+//! sits in the stdio transport's reader ([`super::lines::Lines`], a task of its own) and
+//! takes a line before rmcp sees it when the line is:
 //! - a `tools/call` request with a number or string id, `jsonrpc: "2.0"`, and params made of
 //!   `name`, `arguments` (absent, `null` or an object) and at most a `_meta` holding only a
 //!   `progressToken` and a `traceparent`; or

@@ -20,6 +20,9 @@
 //!
 //! The HTTP endpoint answers bodies that are not JSON or are batches with the same errors
 //! ([`http`](super::http)).
+//!
+//! Lines are read by a task of their own ([`reader`]), where the fast path takes its lines
+//! ([`Intercept`]); rmcp's service loop reads the others from it one at a time, in order.
 
 use std::{future::Future, io, pin::Pin, sync::Arc};
 
@@ -32,22 +35,20 @@ use rmcp::{
 use serde::Deserialize;
 use serde_json::Value;
 use tokio::{
-    io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader},
-    sync::Mutex,
+    io::{AsyncRead, AsyncWrite, AsyncWriteExt},
+    sync::{Mutex, mpsc},
 };
+use tokio_util::task::AbortOnDropHandle;
 
 use super::guard::json_kind;
+
+mod reader;
+
+use reader::{LineRead, LineReader, Oversized};
 
 /// Longest line read unless [`Lines::with_max_line`] says otherwise (rmcp's own default,
 /// 16 MiB, which is also `max_message_bytes`' default).
 pub const MAX_LINE_BYTES: usize = rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH;
-/// Bytes kept at each end of an over-limit line, to find its `id`.
-const KEEP: usize = 512;
-/// A line buffer grown past this by a long message is shrunk back to it once the message is
-/// decoded, so one large message does not pin its size for the rest of the session.
-const KEPT_LINE_CAPACITY: usize = 64 * 1024;
-/// JSON's byte order mark, which RFC 8259 §8.1 lets a parser ignore.
-const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// The answer to a message that cannot be handled: the id it goes to (`None`: none could be
 /// read, and the answer has none) and the error; `None` for a notification, which is never answered. `decode_error` is why rmcp's
@@ -114,40 +115,6 @@ fn too_long(over: &Oversized, max: usize) -> Refused {
         Some(serde_json::json!({"bytes": over.bytes, "limit": max})),
     );
     (id, error)
-}
-
-/// What is kept of a line over the limit while the rest of it is skipped.
-#[derive(Default)]
-struct Oversized {
-    head: Vec<u8>,
-    tail: Vec<u8>,
-    /// Its length so far, without the newline.
-    bytes: usize,
-}
-
-impl Oversized {
-    fn add(&mut self, piece: &[u8]) {
-        self.bytes += piece.len();
-        if self.head.len() < KEEP {
-            let room = KEEP - self.head.len();
-            self.head.extend_from_slice(&piece[..piece.len().min(room)]);
-        }
-        let piece = &piece[piece.len().saturating_sub(KEEP)..];
-        self.tail.extend_from_slice(piece);
-        if self.tail.len() > KEEP {
-            self.tail.drain(..self.tail.len() - KEEP);
-        }
-    }
-}
-
-/// What one bounded line read found.
-enum LineRead {
-    /// A whole line (without its newline) is in `line`.
-    Line,
-    /// The line exceeded the limit and was skipped up to its newline.
-    TooLong(Oversized),
-    Eof,
-    Io(io::Error),
 }
 
 type Reply = Pin<Box<dyn Future<Output = io::Result<()>> + Send>>;
@@ -254,18 +221,26 @@ impl<W: AsyncWrite + Send + Unpin + 'static> WriteLine for Arc<LineWriter<W>> {
 
 /// A server transport over a byte stream pair (stdin/stdout): see the module doc.
 ///
-/// Cancel-safe: rmcp polls `receive` inside a `select!`, so a partly read line and an answer
-/// being written live in `self` and are finished by the next `receive`.
+/// Cancel-safe: rmcp polls `receive` inside a `select!`, so an answer being written lives in
+/// `self` and is finished by the next `receive`; lines are read by a task of its own
+/// ([`reader`]), started by the first `receive`.
 pub struct Lines<R, W> {
-    read: BufReader<R>,
-    line: Vec<u8>,
+    reader: Reading<R>,
     max_line: usize,
-    /// Skipping a line over the limit, up to its newline.
-    over: Option<Oversized>,
     write: Arc<LineWriter<W>>,
     reply: Option<Reply>,
-    intercept: Option<Arc<dyn Intercept>>,
     handshake: Option<HandshakePatch>,
+}
+
+/// The reader before its task is started, then what it hands on.
+enum Reading<R> {
+    Ready(Box<LineReader<R>>),
+    Started {
+        lines: mpsc::Receiver<LineRead>,
+        _task: AbortOnDropHandle<()>,
+    },
+    /// The input has ended (or the task with it).
+    Done,
 }
 
 /// Rewrites the answer to `initialize` (as JSON) before it is written:
@@ -274,18 +249,15 @@ pub type HandshakePatch = Arc<dyn Fn(&mut Value) + Send + Sync>;
 
 impl<R, W> Lines<R, W>
 where
-    R: AsyncRead + Send + Unpin,
+    R: AsyncRead + Send + Unpin + 'static,
     W: AsyncWrite + Send + Unpin + 'static,
 {
     pub fn new(read: R, write: W) -> Self {
         Self {
-            read: BufReader::new(read),
-            line: Vec::new(),
+            reader: Reading::Ready(Box::new(LineReader::new(read))),
             max_line: MAX_LINE_BYTES,
-            over: None,
             write: Arc::new(LineWriter::new(write)),
             reply: None,
-            intercept: None,
             handshake: None,
         }
     }
@@ -298,7 +270,9 @@ where
 
     /// Lets `intercept` take lines before rmcp sees them.
     pub fn with_intercept(mut self, intercept: Arc<dyn Intercept>) -> Self {
-        self.intercept = Some(intercept);
+        if let Reading::Ready(reader) = &mut self.reader {
+            reader.set_intercept(intercept);
+        }
         self
     }
 
@@ -310,86 +284,55 @@ where
     /// With another line limit (`max_message_bytes`).
     pub fn with_max_line(mut self, max_line: usize) -> Self {
         self.max_line = max_line;
+        if let Reading::Ready(reader) = &mut self.reader {
+            reader.set_max_line(max_line);
+        }
         self
     }
 
-    /// Reads one line into `self.line` without letting it grow past `self.max_line`:
-    /// `read_until` could not be bounded, since it only returns at a newline.
-    async fn read_line(&mut self) -> LineRead {
+    /// The next line for rmcp, from the reader's task (started here the first time).
+    async fn next_line(&mut self) -> LineRead {
         loop {
-            let available = match self.read.fill_buf().await {
-                Ok(available) => available,
-                Err(error) => return LineRead::Io(error),
-            };
-            if available.is_empty() {
-                return LineRead::Eof;
-            }
-            // memchr looks at many bytes a step; a byte loop paid a compare and a branch for each.
-            let newline = memchr::memchr(b'\n', available);
-            let take = newline.map_or(available.len(), |at| at + 1);
-            let piece = &available[..newline.unwrap_or(available.len())];
-            // Decided before `consume` (which ends the borrow of `available`); nothing awaits
-            // between copying and consuming, so a cancelled read loses no bytes.
-            if self.over.is_none() && self.line.len().saturating_add(piece.len()) > self.max_line {
-                // Over the limit: from here on only its ends and its length are kept.
-                let mut over = Oversized::default();
-                over.add(&self.line);
-                self.line.clear();
-                self.line.shrink_to(KEPT_LINE_CAPACITY);
-                self.over = Some(over);
-            }
-            let outcome = match self.over.as_mut() {
-                Some(over) => {
-                    over.add(piece);
-                    match newline {
-                        Some(_) => self.over.take().map(LineRead::TooLong),
-                        None => None,
+            match &mut self.reader {
+                Reading::Started { lines, .. } => {
+                    let read = lines.recv().await.unwrap_or(LineRead::Eof);
+                    if matches!(read, LineRead::Eof | LineRead::Io(_)) {
+                        self.reader = Reading::Done;
                     }
+                    return read;
                 }
-                None => {
-                    self.line.extend_from_slice(&available[..take]);
-                    newline.map(|_| LineRead::Line)
+                Reading::Done => return LineRead::Eof,
+                Reading::Ready(_) => {
+                    let Reading::Ready(reader) = std::mem::replace(&mut self.reader, Reading::Done)
+                    else {
+                        continue;
+                    };
+                    let (lines, task) = reader.spawn();
+                    self.reader = Reading::Started { lines, _task: task };
                 }
-            };
-            self.read.consume(take);
-            if let Some(outcome) = outcome {
-                return outcome;
             }
         }
     }
+}
 
-    /// Decodes the line read: a message for rmcp, or the answer to send (`Ok(None)`: skip).
-    fn decode_line(&mut self) -> Result<RxJsonRpcMessage<RoleServer>, Option<Refused>> {
-        let line = self.line.strip_suffix(b"\n").unwrap_or(&self.line);
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        let line = line.strip_prefix(UTF8_BOM).unwrap_or(line);
-        // A blank line is skipped; a line the fast path took is handled there.
-        let skipped = line.iter().all(u8::is_ascii_whitespace)
-            || self.intercept.as_ref().is_some_and(|i| i.take(line));
-        let decoded = if skipped {
-            Err(None)
-        } else {
-            serde_json::from_slice(line)
-                .map(|message| super::faithful::reread(message, line))
-                .map_err(|error| {
-                    let refused = refusal(line, Some(&error));
-                    if refused.is_none() {
-                        tracing::debug!(%error, "dropped a notification that is not a valid MCP notification");
-                    }
-                    refused
-                })
-        };
-        self.line.clear();
-        self.line.shrink_to(KEPT_LINE_CAPACITY);
-        decoded
-    }
+/// Decodes a line for rmcp: a message, or the answer to send (`Err(None)`: none).
+fn decode_line(line: &[u8]) -> Result<RxJsonRpcMessage<RoleServer>, Option<Refused>> {
+    serde_json::from_slice(line)
+        .map(|message| super::faithful::reread(message, line))
+        .map_err(|error| {
+            let refused = refusal(line, Some(&error));
+            if refused.is_none() {
+                tracing::debug!(%error, "dropped a notification that is not a valid MCP notification");
+            }
+            refused
+        })
 }
 
 type Refused = (Option<RequestId>, ErrorData);
 
 impl<R, W> Transport<RoleServer> for Lines<R, W>
 where
-    R: AsyncRead + Send + Unpin,
+    R: AsyncRead + Send + Unpin + 'static,
     W: AsyncWrite + Send + Unpin + 'static,
 {
     type Error = io::Error;
@@ -429,8 +372,8 @@ where
                     return None;
                 }
             }
-            let (id, error) = match self.read_line().await {
-                LineRead::Line => match self.decode_line() {
+            let (id, error) = match self.next_line().await {
+                LineRead::Line(line) => match decode_line(&line) {
                     Ok(message) => return Some(message),
                     Err(None) => continue,
                     Err(Some(refused)) => refused,
@@ -457,7 +400,7 @@ where
 #[cfg(test)]
 mod tests {
     use serde_json::json;
-    use tokio::io::{AsyncBufReadExt, DuplexStream};
+    use tokio::io::{AsyncBufReadExt, BufReader, DuplexStream};
 
     use super::*;
 
@@ -535,7 +478,7 @@ mod tests {
     #[tokio::test]
     async fn a_byte_order_mark_and_crlf_are_accepted() {
         let (mut transport, mut to_server, _from_server) = pipes(1024);
-        let mut line = UTF8_BOM.to_vec();
+        let mut line = reader::UTF8_BOM.to_vec();
         line.extend_from_slice(&ping(3));
         line.insert(line.len() - 1, b'\r');
         to_server.write_all(&line).await.unwrap();
@@ -579,6 +522,53 @@ mod tests {
             "{message}"
         );
         drop(writer.await.unwrap());
+        assert!(transport.receive().await.is_none(), "EOF ends the stream");
+    }
+
+    /// Takes the lines with `"fast"` in them, counting what it was shown.
+    #[derive(Default)]
+    struct TakeFast(std::sync::Mutex<Vec<String>>);
+
+    impl Intercept for TakeFast {
+        fn take(&self, line: &[u8]) -> bool {
+            let line = String::from_utf8_lossy(line).into_owned();
+            let fast = line.contains("fast");
+            self.0.lock().unwrap().push(line);
+            fast
+        }
+    }
+
+    /// Lines are read by a task of their own, but in rmcp's order: after a line for rmcp,
+    /// the next is not even shown to the intercept until rmcp has taken that one; the lines
+    /// it takes never reach rmcp.
+    #[tokio::test]
+    async fn a_line_for_rmcp_is_taken_before_the_next_is_read() {
+        let (transport, mut to_server, _from_server) = pipes(1024);
+        let fast = Arc::new(TakeFast::default());
+        let mut transport = transport.with_intercept(fast.clone());
+        let mut input = ping(1);
+        input.extend_from_slice(b"{\"fast\":1}\n");
+        input.extend_from_slice(&ping(2));
+        input.extend_from_slice(b"{\"fast\":2}\n");
+        input.extend_from_slice(&ping(3));
+        to_server.write_all(&input).await.unwrap();
+        let shown = |fast: &TakeFast| fast.0.lock().unwrap().clone();
+        for id in 1..=3 {
+            let message = transport.receive().await.unwrap();
+            assert!(
+                matches!(&message, JsonRpcMessage::Request(r) if r.id == RequestId::Number(id)),
+                "{message:?}"
+            );
+            // The reader has every chance to run on: it stops at the next line for rmcp.
+            for _ in 0..50 {
+                tokio::task::yield_now().await;
+            }
+            let read = shown(&fast);
+            assert_eq!(read.len(), (2 * id + 1).min(5) as usize, "{read:?}");
+        }
+        assert_eq!(shown(&fast)[1], "{\"fast\":1}");
+        assert_eq!(shown(&fast)[3], "{\"fast\":2}");
+        drop(to_server);
         assert!(transport.receive().await.is_none(), "EOF ends the stream");
     }
 

@@ -140,6 +140,8 @@ pub async fn connect(
             let stdout = super::size_guard::SizeGuard::new(stdout, max_message_bytes)
                 .with_raw(raw.clone())
                 .with_logs(handler.logs.clone());
+            // Read in a task of its own: rmcp's loop wakes only for what is left for it.
+            let stdout = super::pump::Pumped::spawn(stdout);
             let served = handler.serve((stdout, stdin)).await;
             let mut process = Process {
                 child: Some(child),

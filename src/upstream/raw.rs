@@ -5,9 +5,10 @@
 //! one writer task owns the child's stdin and takes whole lines from two senders: rmcp's
 //! transport ([`SharedStdin`]) and [`RawLink`], which writes `tools/call` requests with ids
 //! of its own (`"tg-<n>"`, strings, so they never meet rmcp's numbers). The reader
-//! ([`super::size_guard::SizeGuard`]) hands every answer to such an id to the waiting call as
-//! the line it was ([`RawLink::divert`]); everything else (lists, notifications, progress,
-//! the server's requests) goes on to rmcp as before.
+//! ([`super::size_guard::SizeGuard`], in a task of its own: [`super::pump`]) hands every
+//! answer to such an id to the waiting call as the line it was ([`RawLink::divert`]);
+//! everything else (lists, notifications, progress, the server's requests) goes on to rmcp
+//! as before.
 //!
 //! The queue to the child is bounded twice: [`QUEUE`] lines, and `max_message_bytes` bytes
 //! together, the line being written included (one larger line goes alone). A sender waits for

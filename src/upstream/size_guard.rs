@@ -183,6 +183,58 @@ pub(crate) fn find_id(fragment: &[u8]) -> Option<serde_json::Value> {
     None
 }
 
+impl<R: AsyncRead + Unpin> SizeGuard<R> {
+    /// Reads until bytes are ready for rmcp (`true`) or the server's stdout has ended and
+    /// everything was handed on (`false`).
+    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<bool>> {
+        loop {
+            if self.ready_at < self.ready.len() {
+                return Poll::Ready(Ok(true));
+            }
+            if self.eof {
+                // A last line without `\\n` goes through as it is; rmcp decides what it is.
+                if !self.line.is_empty() {
+                    self.ready = std::mem::take(&mut self.line);
+                    self.ready_at = 0;
+                    continue;
+                }
+                return Poll::Ready(Ok(false));
+            }
+            let mut chunk = ReadBuf::new(&mut self.chunk);
+            match Pin::new(&mut self.inner).poll_read(cx, &mut chunk) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+                Poll::Ready(Ok(())) => {
+                    let filled = chunk.filled().len();
+                    if filled == 0 {
+                        self.eof = true;
+                        // Nothing more will answer the raw calls waiting.
+                        if let Some(raw) = &self.raw {
+                            raw.close();
+                        }
+                        continue;
+                    }
+                    // Taken out for the call, not copied: `take_in` borrows the guard.
+                    let chunk = std::mem::take(&mut self.chunk);
+                    self.take_in(&chunk[..filled]);
+                    self.chunk = chunk;
+                }
+            }
+        }
+    }
+
+    /// The bytes ready for rmcp (whole lines, but for a last one without its newline), taken
+    /// as they are; `None` once the server's stdout has ended.
+    pub async fn next_ready(&mut self) -> std::io::Result<Option<Vec<u8>>> {
+        if !std::future::poll_fn(|cx| self.poll_fill(cx)).await? {
+            return Ok(None);
+        }
+        let mut ready = std::mem::take(&mut self.ready);
+        ready.drain(..std::mem::take(&mut self.ready_at));
+        Ok(Some(ready))
+    }
+}
+
 impl<R: AsyncRead + Unpin> AsyncRead for SizeGuard<R> {
     fn poll_read(
         self: Pin<&mut Self>,
@@ -190,46 +242,20 @@ impl<R: AsyncRead + Unpin> AsyncRead for SizeGuard<R> {
         out: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
         let this = self.get_mut();
-        loop {
-            if this.ready_at < this.ready.len() {
-                let n = out.remaining().min(this.ready.len() - this.ready_at);
-                out.put_slice(&this.ready[this.ready_at..this.ready_at + n]);
-                this.ready_at += n;
-                if this.ready_at == this.ready.len() {
-                    this.ready.clear();
-                    this.ready_at = 0;
-                }
-                return Poll::Ready(Ok(()));
-            }
-            if this.eof {
-                // A last line without `\\n` goes through as it is; rmcp decides what it is.
-                if !this.line.is_empty() {
-                    this.ready = std::mem::take(&mut this.line);
-                    continue;
-                }
-                return Poll::Ready(Ok(()));
-            }
-            let mut chunk = ReadBuf::new(&mut this.chunk);
-            match Pin::new(&mut this.inner).poll_read(cx, &mut chunk) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
-                Poll::Ready(Ok(())) => {
-                    let filled = chunk.filled().len();
-                    if filled == 0 {
-                        this.eof = true;
-                        // Nothing more will answer the raw calls waiting.
-                        if let Some(raw) = &this.raw {
-                            raw.close();
-                        }
-                        continue;
-                    }
-                    // Taken out for the call, not copied: `take_in` borrows the guard.
-                    let chunk = std::mem::take(&mut this.chunk);
-                    this.take_in(&chunk[..filled]);
-                    this.chunk = chunk;
-                }
-            }
+        match this.poll_fill(cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+            Poll::Ready(Ok(false)) => return Poll::Ready(Ok(())),
+            Poll::Ready(Ok(true)) => {}
         }
+        let n = out.remaining().min(this.ready.len() - this.ready_at);
+        out.put_slice(&this.ready[this.ready_at..this.ready_at + n]);
+        this.ready_at += n;
+        if this.ready_at == this.ready.len() {
+            this.ready.clear();
+            this.ready_at = 0;
+        }
+        Poll::Ready(Ok(()))
     }
 }
 
