@@ -113,10 +113,10 @@ mod tests {
         ]
         .concat();
         let mut direct = Vec::new();
-        SizeGuard::new(input.as_slice(), 200)
-            .read_to_end(&mut direct)
-            .await
-            .unwrap();
+        let mut guard = SizeGuard::new(input.as_slice(), 200);
+        while let Some(ready) = guard.next_ready().await.unwrap() {
+            direct.extend_from_slice(&ready);
+        }
         // The same bytes through a pipe, written in small pieces with pauses.
         let (mut write, read) = tokio::io::duplex(64);
         let writer = tokio::spawn({

@@ -6,12 +6,7 @@
 //! skipped, and in its place the client reads a JSON-RPC error for that id whose `data` says
 //! how large the answer was. [`super::Upstream::call`] turns it into `MESSAGE_TOO_LARGE`.
 
-use std::{
-    pin::Pin,
-    task::{Context, Poll},
-};
-
-use tokio::io::{AsyncRead, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt};
 
 /// Marks the error answers this reader writes, in their `data`.
 pub const TOO_LARGE_MARK: &str = "toolgate/too_large";
@@ -27,9 +22,8 @@ pub struct SizeGuard<R> {
     line: Vec<u8>,
     /// Set while skipping an over-limit line.
     over: Option<Oversized>,
-    /// Bytes ready for the reader, from `ready_at` on.
+    /// Bytes ready for rmcp, handed on whole.
     ready: Vec<u8>,
-    ready_at: usize,
     chunk: Box<[u8]>,
     eof: bool,
     /// Answers to the raw path's requests are taken out here ([`super::raw`]).
@@ -52,7 +46,6 @@ impl<R> SizeGuard<R> {
             line: Vec::new(),
             over: None,
             ready: Vec::new(),
-            ready_at: 0,
             chunk: vec![0; CHUNK].into_boxed_slice(),
             eof: false,
             raw: None,
@@ -184,78 +177,34 @@ pub(crate) fn find_id(fragment: &[u8]) -> Option<serde_json::Value> {
 }
 
 impl<R: AsyncRead + Unpin> SizeGuard<R> {
-    /// Reads until bytes are ready for rmcp (`true`) or the server's stdout has ended and
-    /// everything was handed on (`false`).
-    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<bool>> {
+    /// The bytes ready for rmcp (whole lines, but for a last one without its newline), taken
+    /// as they are; `None` once the server's stdout has ended and everything was handed on.
+    pub async fn next_ready(&mut self) -> std::io::Result<Option<Vec<u8>>> {
         loop {
-            if self.ready_at < self.ready.len() {
-                return Poll::Ready(Ok(true));
+            if !self.ready.is_empty() {
+                return Ok(Some(std::mem::take(&mut self.ready)));
             }
             if self.eof {
                 // A last line without `\\n` goes through as it is; rmcp decides what it is.
                 if !self.line.is_empty() {
-                    self.ready = std::mem::take(&mut self.line);
-                    self.ready_at = 0;
-                    continue;
+                    return Ok(Some(std::mem::take(&mut self.line)));
                 }
-                return Poll::Ready(Ok(false));
+                return Ok(None);
             }
-            let mut chunk = ReadBuf::new(&mut self.chunk);
-            match Pin::new(&mut self.inner).poll_read(cx, &mut chunk) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
-                Poll::Ready(Ok(())) => {
-                    let filled = chunk.filled().len();
-                    if filled == 0 {
-                        self.eof = true;
-                        // Nothing more will answer the raw calls waiting.
-                        if let Some(raw) = &self.raw {
-                            raw.close();
-                        }
-                        continue;
-                    }
-                    // Taken out for the call, not copied: `take_in` borrows the guard.
-                    let chunk = std::mem::take(&mut self.chunk);
-                    self.take_in(&chunk[..filled]);
-                    self.chunk = chunk;
+            let filled = self.inner.read(&mut self.chunk).await?;
+            if filled == 0 {
+                self.eof = true;
+                // Nothing more will answer the raw calls waiting.
+                if let Some(raw) = &self.raw {
+                    raw.close();
                 }
+                continue;
             }
+            // Taken out for the call, not copied: `take_in` borrows the guard.
+            let chunk = std::mem::take(&mut self.chunk);
+            self.take_in(&chunk[..filled]);
+            self.chunk = chunk;
         }
-    }
-
-    /// The bytes ready for rmcp (whole lines, but for a last one without its newline), taken
-    /// as they are; `None` once the server's stdout has ended.
-    pub async fn next_ready(&mut self) -> std::io::Result<Option<Vec<u8>>> {
-        if !std::future::poll_fn(|cx| self.poll_fill(cx)).await? {
-            return Ok(None);
-        }
-        let mut ready = std::mem::take(&mut self.ready);
-        ready.drain(..std::mem::take(&mut self.ready_at));
-        Ok(Some(ready))
-    }
-}
-
-impl<R: AsyncRead + Unpin> AsyncRead for SizeGuard<R> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        out: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let this = self.get_mut();
-        match this.poll_fill(cx) {
-            Poll::Pending => return Poll::Pending,
-            Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
-            Poll::Ready(Ok(false)) => return Poll::Ready(Ok(())),
-            Poll::Ready(Ok(true)) => {}
-        }
-        let n = out.remaining().min(this.ready.len() - this.ready_at);
-        out.put_slice(&this.ready[this.ready_at..this.ready_at + n]);
-        this.ready_at += n;
-        if this.ready_at == this.ready.len() {
-            this.ready.clear();
-            this.ready_at = 0;
-        }
-        Poll::Ready(Ok(()))
     }
 }
 
@@ -269,15 +218,19 @@ impl<R> Drop for SizeGuard<R> {
 
 #[cfg(test)]
 mod tests {
-    use tokio::io::AsyncReadExt;
-
     use super::*;
 
-    async fn through(input: &[u8], limit: usize) -> String {
-        let mut guard = SizeGuard::new(input, limit);
+    /// Everything `guard` hands on, in order.
+    async fn read_all<R: AsyncRead + Unpin>(mut guard: SizeGuard<R>) -> String {
         let mut out = Vec::new();
-        guard.read_to_end(&mut out).await.unwrap();
+        while let Some(ready) = guard.next_ready().await.unwrap() {
+            out.extend_from_slice(&ready);
+        }
         String::from_utf8(out).unwrap()
+    }
+
+    async fn through(input: &[u8], limit: usize) -> String {
+        read_all(SizeGuard::new(input, limit)).await
     }
 
     #[tokio::test]
