@@ -58,6 +58,14 @@ pub use task::TaskRequest;
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
+/// `Box::pin(make())`, with the box allocated first, so that the future is built in place:
+/// `Box::pin` builds it on the stack and copies all of it (a call's future is kilobytes,
+/// however little of it is set when it starts).
+#[inline(always)]
+pub(crate) fn boxed<F: Future>(make: impl FnOnce() -> F) -> Pin<Box<F>> {
+    Box::into_pin(Box::write(Box::new_uninit(), make()))
+}
+
 /// One call as the downstream received it.
 pub struct Call {
     pub profile: ProfileName,
@@ -403,8 +411,9 @@ impl Pipeline {
         let outcome = if !violations.is_empty() {
             Err(CallError::InvalidArgs(violations))
         } else if from_program {
-            // Part of its program's call, which was admitted and is cancelled with it.
-            self.run(&rules, &tool_call, call.cancel).await
+            // Part of its program's call, which was admitted and is cancelled with it. The
+            // token is the host's, not made here: a timeout cancels a child of it.
+            self.run(&rules, &tool_call, call.cancel, false).await
         } else if let Some(admission) = self.drain.admit() {
             let outcome = self
                 .run_admitted(&rules, &admission, &tool_call, &call.cancel)
@@ -429,7 +438,7 @@ impl Pipeline {
         client: &CancellationToken,
     ) -> Result<Answer, CallError> {
         let outcome = admission
-            .run(client, |cancel| self.run(rules, call, cancel))
+            .run(client, |cancel| self.run(rules, call, cancel, true))
             .await;
         match outcome {
             // Whatever the cancel made of it (cancelled, timed out, a failed run), the drain
@@ -448,11 +457,13 @@ impl Pipeline {
         }
     }
 
+    /// `own_token`: `cancel` is this call's alone (see [`Next::owns_token`]).
     async fn run(
         &self,
         rules: &Rules,
         call: &ToolCall,
         cancel: CancellationToken,
+        own_token: bool,
     ) -> Result<Answer, CallError> {
         for gate in &rules.gates {
             match gate.check(call).await {
@@ -466,11 +477,7 @@ impl Pipeline {
                 }
             }
         }
-        let next = Next {
-            chain: &rules.wrappers,
-            pipeline: self,
-            rules,
-        };
+        let next = Next::chain(&rules.wrappers, self, rules, own_token);
         let answer = next.run(call, cancel).await?;
         // Decoded only for a stage that reads it; otherwise it may go out as it came.
         let mut result = match answer {

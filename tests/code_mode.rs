@@ -351,3 +351,33 @@ async fn a_client_cancel_stops_the_run_and_its_sub_calls() {
     assert_eq!(text(&after), "after");
     client.cancel().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_sub_call_that_times_out_leaves_its_program_running() {
+    // The timeout ends that call (upstream too) and the program goes on.
+    let work = workdir(
+        "mode = \"code\"",
+        "[servers.echo.tools.sleep]\ntimeout_ms = 200\n",
+    );
+    let (client, _) = stdio_client(&work).await;
+    let result = run(
+        &client,
+        r#"
+        let code = "none";
+        try { await tools.echo__sleep({ ms: 30000 }); } catch (e) { code = e.code; }
+        const { sum } = (await tools.echo__add({ a: 1, b: 2 })) as { sum: number };
+        return [code, sum];
+        "#,
+    )
+    .await;
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    let value: Value = serde_json::from_str(&text(&result)).unwrap();
+    assert_eq!(value, json!(["TOOL_TIMEOUT", 3]));
+    wait_for_file(
+        &work.path("cancel.log"),
+        "cancelled sleep",
+        Duration::from_secs(10),
+    )
+    .await;
+    client.cancel().await.unwrap();
+}

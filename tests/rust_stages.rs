@@ -170,3 +170,67 @@ async fn a_deny_skips_the_wrappers_and_the_upstream() {
     assert_eq!(upstream_calls(&work.path("calls.log")), 0);
     gateway.shutdown().await;
 }
+
+/// Answers a timed-out call itself, and notes whether the token it passed on was cancelled.
+struct Fallback(Arc<Mutex<Vec<bool>>>);
+impl Around for Fallback {
+    fn around<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        cancel: CancellationToken,
+        next: Next<'a>,
+    ) -> BoxFuture<'a, Result<Answer, CallError>> {
+        Box::pin(async move {
+            match next.run(call, cancel.clone()).await {
+                Err(error) if error.code() == "TOOL_TIMEOUT" => {
+                    self.0.lock().unwrap().push(cancel.is_cancelled());
+                    Ok(Answer::Decoded(CallToolResult::success(vec![
+                        ContentBlock::text("fallback"),
+                    ])))
+                }
+                outcome => outcome,
+            }
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_timeout_inside_a_wrapper_leaves_the_wrappers_token_alone() {
+    // The timeout cancels its own attempt (upstream too); the token a wrapper outside it
+    // passed on stays usable, for a fallback or another try.
+    let work = Workdir::new("");
+    let toml = format!(
+        "{}[servers.echo.tools.sleep]\ntimeout_ms = 200\n",
+        server_toml(
+            "echo",
+            "echo_server",
+            &[(
+                "ECHO_CANCEL_LOG",
+                &work.path("cancel.log").display().to_string()
+            )],
+        )
+    );
+    let config = config::from_toml_str(&toml, "test.toml").unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let stages = Stages {
+        wrappers: vec![Arc::new(Fallback(seen.clone()))],
+        ..Stages::default()
+    };
+    let options = StartOptions {
+        stages,
+        ..StartOptions::default()
+    };
+    let gateway = Gateway::start_with(config, options).await.unwrap();
+    let result = run(&gateway, "echo__sleep", json!({"ms": 30000}))
+        .await
+        .unwrap();
+    assert_eq!(text(&result), "fallback");
+    assert_eq!(*seen.lock().unwrap(), [false]);
+    wait_for_file(
+        &work.path("cancel.log"),
+        "cancelled sleep",
+        std::time::Duration::from_secs(10),
+    )
+    .await;
+    gateway.shutdown().await;
+}

@@ -165,8 +165,10 @@ impl FastPath {
             // stdio: no IdP tokens.
             call: params.into_request(cancel, None, None, None),
         };
-        // Boxed: the call's whole state is large, and a task moves its future into place.
-        self.tasks.spawn(Box::pin(me.answer(request)));
+        // Boxed, and built in its box: the call's whole state is kilobytes, which a task
+        // would copy into place, and so would `Box::pin`.
+        self.tasks
+            .spawn(crate::pipeline::boxed(move || me.answer(request)));
         true
     }
 

@@ -98,10 +98,15 @@ impl Around for Timeout {
         cancel: CancellationToken,
         next: Next<'a>,
     ) -> BoxFuture<'a, Result<Answer, CallError>> {
-        Box::pin(async move {
+        super::boxed(move || async move {
             let limit = call.entry.policy.timeout_ms;
-            // A child token: expiry cancels this attempt upstream, not the client's request.
-            let attempt = cancel.child_token();
+            // Expiry cancels this attempt upstream, not the client's request: a child token,
+            // unless the token is already the call's alone (a child cost two allocations and
+            // about 500 instructions per call, BENCHMARKS.md).
+            let attempt = match next.owns_token() {
+                true => cancel,
+                false => cancel.child_token(),
+            };
             let running = next.run_inline(call, attempt.clone());
             tokio::pin!(running);
             tokio::select! {

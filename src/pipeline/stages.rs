@@ -78,6 +78,12 @@ pub struct Next<'a> {
     pub(super) chain: &'a [Arc<dyn Around>],
     pub(super) pipeline: &'a Pipeline,
     pub(super) rules: &'a Rules,
+    /// Set by the pipeline when the token it runs the chain with is this call's alone: the
+    /// one it made when it admitted the call (not a token a program's host passed in).
+    pub(super) own_token: bool,
+    /// The token the wrapper given this `Next` was given is this call's alone: it came
+    /// straight from the pipeline (with `own_token`), and nobody reads it after the chain.
+    given_own_token: bool,
 }
 
 impl PostDecision {
@@ -89,6 +95,29 @@ impl PostDecision {
 }
 
 impl<'a> Next<'a> {
+    /// The pipeline's own `Next`: the whole chain, then the dispatch.
+    pub(super) fn chain(
+        chain: &'a [Arc<dyn Around>],
+        pipeline: &'a Pipeline,
+        rules: &'a Rules,
+        own_token: bool,
+    ) -> Self {
+        Self {
+            chain,
+            pipeline,
+            rules,
+            own_token,
+            given_own_token: false,
+        }
+    }
+
+    /// Whether the token the wrapper holding this `Next` was given may be cancelled as it
+    /// is: only the pipeline holds it, and reads nothing from it after the chain. Otherwise
+    /// whoever passed it (retry, another wrapper, a program's host) may still need it.
+    pub(crate) fn owns_token(&self) -> bool {
+        self.given_own_token
+    }
+
     /// Runs the rest of the chain; `cancel` reaches the upstream as `notifications/cancelled`.
     pub fn run(
         self,
@@ -123,6 +152,9 @@ impl<'a> Next<'a> {
                     chain: rest,
                     pipeline: self.pipeline,
                     rules: self.rules,
+                    // What this wrapper passes on is its own business.
+                    own_token: false,
+                    given_own_token: self.own_token,
                 };
                 return Some((wrapper, next));
             }

@@ -297,7 +297,7 @@ impl FastSessions {
         let request = call.into_request(cancel, header_traceparent, subject, progress_tx);
         self.poke_if_due(&session);
         let me = self.clone();
-        let answer = async move {
+        let answer = move || async move {
             let outcome = session.service.call_answer(&session.peer, request).await;
             me.poke_if_due(&session);
             if !session.finish(&id, taking) {
@@ -313,7 +313,7 @@ impl FastSessions {
             Some(answer_line(id, outcome, false))
         };
         let body = CallBody {
-            call: Some(Box::pin(answer)),
+            call: Some(crate::pipeline::boxed(answer)),
             answer: None,
             progress: progress_rx,
             keep_alive: self.keep_alive,
