@@ -48,6 +48,11 @@ pub trait PreGate: Send + Sync {
 }
 
 /// Wraps the rest of the chain: may call `next` once, several times, or not at all.
+///
+/// `cancel` fires when the call is cancelled (by the client, by its session's end, or by a
+/// drain that outlasts its grace); pass it, or a child of it, to `next`. Nothing inside cancels the token a wrapper
+/// passes on: the timeout cancels a child of it, so after `TOOL_TIMEOUT` it is still good
+/// for a fallback or another try (`tests/rust_stages.rs`).
 pub trait Around: Send + Sync {
     fn around<'a>(
         &'a self,

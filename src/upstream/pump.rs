@@ -150,10 +150,9 @@ mod tests {
     /// though the writer never closes it.
     #[tokio::test]
     async fn dropping_the_reader_ends_the_task() {
-        let (write, read) = tokio::io::duplex(64);
+        let (mut write, read) = tokio::io::duplex(64);
         let pumped = Pumped::spawn(SizeGuard::new(read, 200));
         drop(pumped);
-        let mut write = write;
         // The read half is dropped once the aborted task is: writing then fails.
         let mut failed = false;
         for _ in 0..100 {
