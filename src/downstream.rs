@@ -159,12 +159,7 @@ impl GatewayService {
         self.settled().await?;
         let call = self.call_of(peer, request, None);
         let view = self.view();
-        match self
-            .gateway
-            .pipeline
-            .execute_answer(&view, call, true)
-            .await
-        {
+        match self.gateway.pipeline.execute_answer(&view, call).await {
             Ok(answer) => Ok(answer),
             Err(failure) => {
                 tracing::debug!(code = failure.code(), "{failure}");

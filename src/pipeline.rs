@@ -174,11 +174,23 @@ pub const BLOCKED: &str = "BLOCKED";
 /// Code of a hook that failed (error, timeout, garbage) and failed closed.
 pub const HOOK_FAILED: &str = "HOOK_FAILED";
 
+/// What the caller of [`Pipeline::execute_by`] does with a call.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct How {
+    /// The caller writes raw results itself ([`Answer::Raw`]).
+    pub raw: bool,
+    /// See [`Run::own_cancel`].
+    pub own_cancel: bool,
+}
+
 /// How one call is run, beside the call itself.
 struct Run {
     call_id: String,
     from_program: bool,
     raw: bool,
+    /// `call.cancel` is this call's alone, and whether its client cancelled is kept
+    /// elsewhere (a fast path's map of calls in flight): the drain lists it, not a child.
+    own_cancel: bool,
     /// A task-augmented call (MCP 2025-11-25).
     task: Option<Arc<TaskRequest>>,
     span: tracing::Span,
@@ -274,20 +286,33 @@ impl Pipeline {
     /// Runs one call through every stage. `view` is the caller's, so listing and dispatch
     /// agree.
     pub async fn execute(&self, view: &Arc<View>, call: Call) -> Result<CallToolResult, CallError> {
-        self.execute_answer(view, call, self.raw_upstream)
+        self.execute_by(view, call, self.how(), None, None)
             .await?
             .decode()
     }
 
-    /// [`execute`](Self::execute), with the result left raw when it came raw from a stdio
-    /// upstream and no stage had to read it (`raw`: the caller writes raw results itself).
-    pub async fn execute_answer(
+    /// A typed caller's: raw only by the gateway's choice, and its token shared.
+    fn how(&self) -> How {
+        How {
+            raw: self.raw_upstream,
+            own_cancel: false,
+        }
+    }
+
+    /// A fast path's call: [`execute`](Self::execute), with the result left raw when it came
+    /// raw from a stdio upstream and no stage had to read it (the caller writes raw results
+    /// itself). `call.cancel` must be the call's alone, and the caller must not take its
+    /// cancel for the client's: the drain's cut cancels it too.
+    pub(crate) async fn execute_answer(
         &self,
         view: &Arc<View>,
         call: Call,
-        raw: bool,
     ) -> Result<Answer, CallError> {
-        self.execute_by(view, call, raw, None, None).await
+        let how = How {
+            raw: true,
+            own_cancel: true,
+        };
+        self.execute_by(view, call, how, None, None).await
     }
 
     /// A `run_code` program's call: [`execute`](Self::execute) under its program's rules.
@@ -297,7 +322,7 @@ impl Pipeline {
         call: Call,
         rules: Arc<Rules>,
     ) -> Result<CallToolResult, CallError> {
-        self.execute_by(view, call, self.raw_upstream, None, Some(rules))
+        self.execute_by(view, call, self.how(), None, Some(rules))
             .await?
             .decode()
     }
@@ -307,7 +332,7 @@ impl Pipeline {
         &self,
         view: &Arc<View>,
         mut call: Call,
-        raw: bool,
+        how: How,
         task: Option<Arc<TaskRequest>>,
         rules: Option<Arc<Rules>>,
     ) -> Result<Answer, CallError> {
@@ -329,7 +354,8 @@ impl Pipeline {
         let run = Run {
             call_id,
             from_program,
-            raw,
+            raw: how.raw,
+            own_cancel: how.own_cancel,
             task,
             span: span.clone(),
             rules,
@@ -348,6 +374,7 @@ impl Pipeline {
             call_id,
             from_program,
             raw,
+            own_cancel,
             task,
             span,
             rules,
@@ -416,7 +443,7 @@ impl Pipeline {
             self.run(&rules, &tool_call, call.cancel, false).await
         } else if let Some(admission) = self.drain.admit() {
             let outcome = self
-                .run_admitted(&rules, &admission, &tool_call, &call.cancel)
+                .run_admitted(&rules, &admission, &tool_call, call.cancel, own_cancel)
                 .await;
             admitted = Some(admission);
             outcome
@@ -435,15 +462,23 @@ impl Pipeline {
         rules: &Rules,
         admission: &Admission,
         call: &ToolCall,
-        client: &CancellationToken,
+        client: CancellationToken,
+        own_cancel: bool,
     ) -> Result<Answer, CallError> {
-        let outcome = admission
-            .run(client, |cancel| self.run(rules, call, cancel, true))
-            .await;
+        let run = |cancel| self.run(rules, call, cancel, true);
+        let (outcome, by_client) = match own_cancel {
+            // The drain's cut, a timeout and the client cancel the same token here; a
+            // client's cancel is told by its fast path, which then writes no answer at all.
+            true => (admission.run_on(client, run).await, false),
+            false => {
+                let outcome = admission.run(&client, run).await;
+                (outcome, client.is_cancelled())
+            }
+        };
         match outcome {
             // Whatever the cancel made of it (cancelled, timed out, a failed run), the drain
             // is the reason the client should read.
-            Err(_) if admission.cut_short() && !client.is_cancelled() => {
+            Err(_) if admission.cut_short() && !by_client => {
                 Err(CallError::CutShort(self.drain.grace().as_millis() as u64))
             }
             outcome => outcome,

@@ -8,10 +8,14 @@
 //! JSON) its readers return `None`, and the caller reads the message with serde as before.
 //! A call's arguments become an object (validation reads them so): built by the walk when
 //! they are flat and plain, by serde otherwise; a value kept as text (a result) is checked
-//! by the walk when it is small and shallow, by serde otherwise.
+//! by the walk when it is small and shallow, by serde otherwise. [`write_str`] and
+//! [`write_object`] go the other way, for a raw call's request line.
 
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
+
+mod write;
+pub(crate) use write::{write_object, write_str};
 
 /// A position in one message.
 #[derive(Clone)]

@@ -442,3 +442,40 @@ async fn after_stdin_eof_a_call_in_flight_is_cancelled_upstream_and_audited() {
     assert_eq!(record["tool"], "echo__sleep", "{audit}");
     assert_eq!(record["outcome"], "SHUTTING_DOWN", "{audit}");
 }
+
+/// The stdio fast path's call (a plain line) and the drain share one token: the drain's cut
+/// must still read as the drain's, not as the client's cancel, which gets no answer.
+#[tokio::test]
+async fn a_stdio_call_outlasting_the_grace_is_answered_shutting_down() {
+    let grace = Duration::from_millis(500);
+    let work = Workdir::new("");
+    draining_config(&work, grace.as_millis() as u64);
+    let mut gateway = StdioGateway::start(&work, &[]).await;
+    gateway
+        .start_call(2, "echo__sleep", json!({"ms": 600_000}))
+        .await;
+    wait_for_file(&work.path("calls.log"), "\"sleep\"", STARTUP).await;
+
+    let stopping = Instant::now();
+    signal(gateway.pid(), "TERM");
+    let answer = gateway.answer(2).await;
+    assert!(
+        stopping.elapsed() >= grace,
+        "answered before the grace was over: {:?}",
+        stopping.elapsed()
+    );
+    let error = &answer["result"]["_meta"]["toolgate/error"];
+    assert_eq!(error["code"], "SHUTTING_DOWN", "{answer}");
+    assert!(
+        result_text(&answer).contains("500ms drain grace"),
+        "{answer}"
+    );
+    wait_for_file(
+        &work.path("cancels.log"),
+        "cancelled sleep",
+        Duration::from_secs(5),
+    )
+    .await;
+    let status = gateway.exit_within(grace + MARGIN).await;
+    assert_eq!(status.code(), Some(0), "{status}");
+}

@@ -31,7 +31,13 @@ impl Pipeline {
         CallError,
     > {
         match self
-            .execute_by(view, call, false, Some(Arc::new(task)), None)
+            .execute_by(
+                view,
+                call,
+                super::How::default(),
+                Some(Arc::new(task)),
+                None,
+            )
             .await?
         {
             Answer::Task {

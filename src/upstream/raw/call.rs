@@ -183,9 +183,10 @@ impl Upstream {
         line.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
         push_raw_id(&mut line, id);
         line.extend_from_slice(br#","method":"tools/call","params":{"name":"#);
-        serde_json::to_writer(&mut line, tool).map_err(|e| self.unwritable(e))?;
+        // Not by serde: the same bytes, without its work per value.
+        crate::plain_json::write_str(&mut line, tool).map_err(|e| self.unwritable(e))?;
         line.extend_from_slice(br#","arguments":"#);
-        serde_json::to_writer(&mut line, arguments).map_err(|e| self.unwritable(e))?;
+        crate::plain_json::write_object(&mut line, arguments).map_err(|e| self.unwritable(e))?;
         let traceparent = crate::telemetry::outgoing(&tracing::Span::current(), ctx.remote);
         match (ctx.progress.is_some(), traceparent) {
             // The reader hands this call its progress in order with the answer.
