@@ -20,6 +20,7 @@ mod answer;
 pub mod audit;
 pub mod builtin;
 mod call_error;
+mod dispatch;
 pub mod metrics;
 mod replace;
 mod stages;
@@ -48,7 +49,7 @@ use crate::{
     drain::{Admission, Drain},
     registry::{Target, ToolEntry, View},
     telemetry::{Trace, Traceparent},
-    upstream::{CallContext, ProgressSink, UpstreamError, Upstreams},
+    upstream::{ProgressSink, Upstreams},
 };
 
 pub use answer::Answer;
@@ -110,60 +111,6 @@ pub struct ToolCall {
     pub rules: Arc<Rules>,
 }
 
-/// The base of the chain: forward to the owning upstream, or run a program.
-///
-/// Only the raw upstream call is awaited in place: a program, a task and rmcp's typed call
-/// are boxed, so that this future (held inside the last wrapper's own, normally the
-/// timeout's: [`stages::Next::run_inline`]) is the size of the common path, not of its
-/// largest branch.
-async fn dispatch(
-    pipeline: &Pipeline,
-    rules: &Rules,
-    call: &ToolCall,
-    cancel: CancellationToken,
-) -> Result<Answer, CallError> {
-    let entry = &call.entry;
-    if entry.target == Target::RunCode {
-        let (Some(code), Some(pipeline)) = (&rules.code, pipeline.me.upgrade()) else {
-            return Err(CallError::UnknownTool(entry.exposed.to_string()));
-        };
-        return Box::pin(code.run(pipeline, call, cancel))
-            .await
-            .map(Answer::Decoded);
-    }
-    let upstream =
-        pipeline
-            .upstreams
-            .get(&entry.server)
-            .ok_or_else(|| UpstreamError::Unavailable {
-                server: entry.server.clone(),
-                reason: "not configured".into(),
-            })?;
-    // A reload that retires this server lets this call finish first.
-    let _in_flight = upstream.track_call();
-    let context = CallContext {
-        cancel,
-        progress: call.progress.clone(),
-        session: call.client.as_ref().map(|c| c.session),
-        remote: call.remote,
-        rounds: call.client.as_ref().and_then(|c| c.rounds.clone()),
-    };
-    if let Some(task) = &call.task {
-        return Box::pin(task::dispatch(&upstream, call, task, context)).await;
-    }
-    if call.raw && upstream.raw_link().is_some() {
-        pipeline.metrics.count_raw_upstream_call();
-        let raw = upstream
-            .call_raw(&entry.upstream_name, &call.arguments, context)
-            .await?;
-        return Ok(Answer::Raw(raw));
-    }
-    Ok(Answer::Decoded(
-        Box::pin(upstream.call(&entry.upstream_name, Some(call.arguments.clone()), context))
-            .await?,
-    ))
-}
-
 /// The metrics label of calls to names that resolve to no tool.
 pub const UNKNOWN_TOOL_LABEL: &str = "(unknown)";
 
@@ -179,7 +126,8 @@ pub const HOOK_FAILED: &str = "HOOK_FAILED";
 pub(crate) struct How {
     /// The caller writes raw results itself ([`Answer::Raw`]).
     pub raw: bool,
-    /// See [`Run::own_cancel`].
+    /// `call.cancel` is this call's alone, and whether its client cancelled is kept
+    /// elsewhere (a fast path's map of calls in flight): the drain lists it, not a child.
     pub own_cancel: bool,
 }
 
@@ -187,10 +135,7 @@ pub(crate) struct How {
 struct Run {
     call_id: String,
     from_program: bool,
-    raw: bool,
-    /// `call.cancel` is this call's alone, and whether its client cancelled is kept
-    /// elsewhere (a fast path's map of calls in flight): the drain lists it, not a child.
-    own_cancel: bool,
+    how: How,
     /// A task-augmented call (MCP 2025-11-25).
     task: Option<Arc<TaskRequest>>,
     span: tracing::Span,
@@ -354,8 +299,7 @@ impl Pipeline {
         let run = Run {
             call_id,
             from_program,
-            raw: how.raw,
-            own_cancel: how.own_cancel,
+            how,
             task,
             span: span.clone(),
             rules,
@@ -373,8 +317,7 @@ impl Pipeline {
         let Run {
             call_id,
             from_program,
-            raw,
-            own_cancel,
+            how,
             task,
             span,
             rules,
@@ -427,7 +370,7 @@ impl Pipeline {
             arguments,
             progress: call.progress,
             client: call.client,
-            raw,
+            raw: how.raw,
             span,
             remote: call.trace.remote,
             task,
@@ -443,7 +386,7 @@ impl Pipeline {
             self.run(&rules, &tool_call, call.cancel, false).await
         } else if let Some(admission) = self.drain.admit() {
             let outcome = self
-                .run_admitted(&rules, &admission, &tool_call, call.cancel, own_cancel)
+                .run_admitted(&rules, &admission, &tool_call, call.cancel, how.own_cancel)
                 .await;
             admitted = Some(admission);
             outcome

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use rmcp::model::{CallToolResult, ContentBlock};
 use tokio_util::{either::Either, sync::CancellationToken};
 
-use super::{Answer, BoxFuture, CallError, Pipeline, Rules, ToolCall};
+use super::{Answer, BoxFuture, CallError, Pipeline, Rules, ToolCall, dispatch::dispatch};
 
 /// What a pre gate decides.
 #[derive(Debug, Clone, PartialEq)]
@@ -131,7 +131,7 @@ impl<'a> Next<'a> {
     ) -> BoxFuture<'a, Result<Answer, CallError>> {
         match self.wrapper(call) {
             Some((wrapper, next)) => wrapper.around(call, cancel, next),
-            None => Box::pin(super::dispatch(self.pipeline, self.rules, call, cancel)),
+            None => Box::pin(dispatch(self.pipeline, self.rules, call, cancel)),
         }
     }
 
@@ -144,7 +144,7 @@ impl<'a> Next<'a> {
     ) -> impl Future<Output = Result<Answer, CallError>> + Send + 'a {
         match self.wrapper(call) {
             Some((wrapper, next)) => Either::Left(wrapper.around(call, cancel, next)),
-            None => Either::Right(super::dispatch(self.pipeline, self.rules, call, cancel)),
+            None => Either::Right(dispatch(self.pipeline, self.rules, call, cancel)),
         }
     }
 
