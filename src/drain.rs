@@ -138,8 +138,9 @@ impl Drain {
 
 /// The drain's cut: the tokens of the admitted calls running, cancelled when it fires.
 ///
-/// A call's token is a child of its client's and is listed here while it runs, so either
-/// cancels it without a task waiting on both. A relay did that before (a `select!` over the
+/// A call's token is listed here while it runs: a child of its client's ([`Admission::run`]),
+/// or a fast path's own token ([`Admission::run_on`]), so that the client or the cut cancels
+/// it without a task waiting on both. A relay did that before (a `select!` over the
 /// client's and the drain's `cancelled()`, polled whenever the call waited): callgrind counted
 /// 6 polls of `WaitForCancellationFuture` per forwarded call with it (bc143a5), 4 without
 /// (042284f), and about 715 instructions less per call in all (BENCHMARKS.md).

@@ -84,7 +84,8 @@ pub struct Next<'a> {
     pub(super) pipeline: &'a Pipeline,
     pub(super) rules: &'a Rules,
     /// Set by the pipeline when the token it runs the chain with is this call's alone: the
-    /// one it made when it admitted the call (not a token a program's host passed in).
+    /// admitted call's (the drain's child of the client's, or a fast path's own token, whose
+    /// map reads only who cancelled), not a token a program's host passed in.
     pub(super) own_token: bool,
     /// The token the wrapper given this `Next` was given is this call's alone: it came
     /// straight from the pipeline (with `own_token`), and nobody reads it after the chain.
@@ -117,7 +118,8 @@ impl<'a> Next<'a> {
     }
 
     /// Whether the token the wrapper holding this `Next` was given may be cancelled as it
-    /// is: only the pipeline holds it, and reads nothing from it after the chain. Otherwise
+    /// is: nobody reads it after the chain (a fast path keeps a clone only to cancel it, and
+    /// tells a client's cancel by its map). Otherwise
     /// whoever passed it (retry, another wrapper, a program's host) may still need it.
     pub(crate) fn owns_token(&self) -> bool {
         self.given_own_token
