@@ -454,10 +454,12 @@ async fn serve_http(addr: &str) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| anyhow::anyhow!("{SERVER_NAME}: cannot listen on {addr}: {e}"))?;
-    eprintln!(
-        "{SERVER_NAME}: listening on http://{}/mcp",
+    // One write: `eprintln!` writes its pieces one by one, and a reader may see half a URL.
+    let line = format!(
+        "{SERVER_NAME}: listening on http://{}/mcp\n",
         listener.local_addr()?
     );
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
     axum::serve(listener, router)
         .with_graceful_shutdown(async move {
             stop_signal().await;
