@@ -384,7 +384,7 @@ impl CallParts {
         self.progress.is_some()
     }
 
-    /// The request for the pipeline, as [`GatewayService::call_tool`] reads it:
+    /// The request for the pipeline, as the `call_tool` of [`GatewayService`] reads it:
     /// `header_traceparent` (HTTP's `traceparent` header) counts when `_meta` has none;
     /// `progress_stream` is where progress goes instead of the session's peer.
     pub(super) fn into_request(

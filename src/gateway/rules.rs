@@ -24,7 +24,7 @@ pub(super) fn code_runner(config: &Config, shutdown: &CancellationToken) -> Opti
     wanted.then(|| CodeRunner::start(&config.code, shutdown.child_token()))
 }
 
-/// The stages given in Rust ([`StartOptions::stages`]), kept for a reload's new rules.
+/// The stages given in Rust ([`crate::gateway::StartOptions::stages`]), kept for a reload's new rules.
 #[derive(Clone, Default)]
 pub(super) struct Base {
     pub(super) gates: Vec<Arc<dyn PreGate>>,

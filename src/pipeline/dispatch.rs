@@ -12,7 +12,7 @@ use crate::{
 ///
 /// Only the raw upstream call is awaited in place: a program, a task and rmcp's typed call
 /// are boxed, so that this future (held inside the last wrapper's own, normally the
-/// timeout's: [`stages::Next::run_inline`]) is the size of the common path, not of its
+/// timeout's: [`super::stages::Next::run_inline`]) is the size of the common path, not of its
 /// largest branch.
 pub(super) async fn dispatch(
     pipeline: &Pipeline,

@@ -50,9 +50,9 @@ pub trait PreGate: Send + Sync {
 /// Wraps the rest of the chain: may call `next` once, several times, or not at all.
 ///
 /// `cancel` fires when the call is cancelled (by the client, by its session's end, or by a
-/// drain that outlasts its grace); pass it, or a child of it, to `next`. Nothing inside cancels the token a wrapper
-/// passes on: the timeout cancels a child of it, so after `TOOL_TIMEOUT` it is still good
-/// for a fallback or another try (`tests/rust_stages.rs`).
+/// drain that outlasts its grace); pass it, or a child of it, to `next`. Nothing inside
+/// cancels the token a wrapper passes on: the timeout cancels a child of it, so after
+/// `TOOL_TIMEOUT` it is still good for a fallback or another try (`tests/rust_stages.rs`).
 pub trait Around: Send + Sync {
     fn around<'a>(
         &'a self,
@@ -119,8 +119,8 @@ impl<'a> Next<'a> {
 
     /// Whether the token the wrapper holding this `Next` was given may be cancelled as it
     /// is: nobody reads it after the chain (a fast path keeps a clone only to cancel it, and
-    /// tells a client's cancel by its map). Otherwise
-    /// whoever passed it (retry, another wrapper, a program's host) may still need it.
+    /// tells a client's cancel by its map). Otherwise whoever passed it (retry, another
+    /// wrapper, a program's host) may still need it.
     pub(crate) fn owns_token(&self) -> bool {
         self.given_own_token
     }
