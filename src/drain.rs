@@ -13,7 +13,10 @@
 
 use std::{
     future::Future,
-    sync::{Arc, Mutex, OnceLock},
+    sync::{
+        Arc, Mutex, OnceLock,
+        atomic::{AtomicBool, Ordering},
+    },
     time::Duration,
 };
 
@@ -80,6 +83,7 @@ impl Drain {
         Some(Admission {
             _in_flight: in_flight,
             cut: self.cut.clone(),
+            was_cut: AtomicBool::new(false),
         })
     }
 
@@ -147,22 +151,39 @@ impl Drain {
 #[derive(Debug, Default)]
 struct Cut {
     fired: CancellationToken,
-    /// The tokens of the calls running.
-    running: Mutex<slab::Slab<CancellationToken>>,
+    /// The calls running, and which of them the cut cancelled.
+    running: Mutex<slab::Slab<Listing>>,
+}
+
+/// A running call's place on the cut's list.
+#[derive(Debug)]
+enum Listing {
+    Running(CancellationToken),
+    /// The cut cancelled it: it had not been cancelled before (by its client or its caller).
+    Cut,
 }
 
 impl Cut {
-    fn running(&self) -> std::sync::MutexGuard<'_, slab::Slab<CancellationToken>> {
+    fn running(&self) -> std::sync::MutexGuard<'_, slab::Slab<Listing>> {
         self.running.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn fire(&self) {
-        // Before the list is taken: an `enter` that finds the token not yet cancelled lists
-        // its call before this takes the list, and one after finds it cancelled.
+        // Before the list is read: an `enter` that finds the token not yet cancelled lists
+        // its call before this reads the list, and one after finds it cancelled.
         self.fired.cancel();
-        let calls = std::mem::take(&mut *self.running());
-        for call in calls {
-            call.1.cancel();
+        let mut cut = Vec::new();
+        for (_, listing) in self.running().iter_mut() {
+            // A call its client cancelled first ends as the client's; the audit says so.
+            if matches!(listing, Listing::Running(call) if !call.is_cancelled())
+                && let Listing::Running(call) = std::mem::replace(listing, Listing::Cut)
+            {
+                cut.push(call);
+            }
+        }
+        // After the lock, like every drop of a token (see `Listed`).
+        for call in cut {
+            call.cancel();
         }
     }
 
@@ -175,22 +196,30 @@ impl Cut {
             call.cancel();
             return None;
         }
-        Some(running.insert(call.clone()))
+        Some(running.insert(Listing::Running(call.clone())))
     }
 }
 
-/// Takes a call's token off the cut's list when the call ends.
+/// Takes a call off the cut's list when the call ends, and tells its admission whether the
+/// cut cancelled it.
 struct Listed<'a> {
-    cut: &'a Cut,
+    admission: &'a Admission,
     key: Option<usize>,
 }
 
 impl Drop for Listed<'_> {
     fn drop(&mut self) {
-        if let Some(key) = self.key {
+        let cut = match self.key {
             // After the lock: dropping a token takes the token's own lock.
-            let token = self.cut.running().try_remove(key);
-            drop(token);
+            Some(key) => {
+                let listing = self.admission.cut.running().try_remove(key);
+                matches!(listing, Some(Listing::Cut))
+            }
+            // Started after the cut, which `enter` then cancelled.
+            None => true,
+        };
+        if cut {
+            self.admission.was_cut.store(true, Ordering::Relaxed);
         }
     }
 }
@@ -200,6 +229,8 @@ impl Drop for Listed<'_> {
 pub struct Admission {
     _in_flight: TaskTrackerToken,
     cut: Arc<Cut>,
+    /// Set when the call ends, if the drain's cut cancelled it.
+    was_cut: AtomicBool,
 }
 
 impl Admission {
@@ -224,14 +255,15 @@ impl Admission {
     ) -> F::Output {
         let _listed = Listed {
             key: self.cut.enter(&token),
-            cut: &self.cut,
+            admission: self,
         };
         work(token).await
     }
 
-    /// Whether the drain cancelled this call (the grace ended while it ran).
+    /// Whether the drain cancelled this call: the grace ended while it ran, and nobody had
+    /// cancelled it before. Read after [`run`](Self::run) or [`run_on`](Self::run_on) returns.
     pub fn cut_short(&self) -> bool {
-        self.cut.fired.is_cancelled()
+        self.was_cut.load(Ordering::Relaxed)
     }
 }
 
@@ -315,6 +347,68 @@ mod tests {
         let outcome = admission.run(&client, |cancel| work(60_000, cancel)).await;
         assert_eq!(outcome, "cancelled");
         assert!(!admission.cut_short());
+    }
+
+    /// A call still running after its own cancel (an upstream slow to give up, say) when
+    /// the cut fires: the client's cancel came first, and the call is not the drain's.
+    async fn cancelled_before_the_cut(own_token: bool) -> (bool, bool) {
+        let drain = Drain::new(Duration::from_secs(30));
+        let admission = drain.admit().expect("not draining yet");
+        let client = CancellationToken::new();
+        let (release, released) = tokio::sync::oneshot::channel::<()>();
+        let ran = async {
+            let work = |cancel: CancellationToken| async move {
+                cancel.cancelled().await;
+                let _ = released.await;
+                cancel.is_cancelled()
+            };
+            let cancelled = match own_token {
+                true => admission.run_on(client.clone(), work).await,
+                false => admission.run(&client, work).await,
+            };
+            (cancelled, admission.cut_short())
+        };
+        let stop = async {
+            client.cancel();
+            tokio::task::yield_now().await;
+            drain.hurry();
+            let _ = release.send(());
+        };
+        let (ran, ()) = tokio::join!(ran, stop);
+        ran
+    }
+
+    #[tokio::test]
+    async fn a_call_its_client_cancelled_before_the_cut_is_not_cut_short() {
+        assert_eq!(
+            cancelled_before_the_cut(true).await,
+            (true, false),
+            "own token"
+        );
+        assert_eq!(
+            cancelled_before_the_cut(false).await,
+            (true, false),
+            "child token"
+        );
+    }
+
+    #[tokio::test]
+    async fn only_the_calls_the_cut_cancelled_are_cut_short() {
+        let drain = Drain::new(Duration::from_secs(30));
+        let (cut, spared) = (drain.admit(), drain.admit());
+        let (Some(cut), Some(spared)) = (cut, spared) else {
+            panic!("not draining yet")
+        };
+        let (cut_client, spared_client) = (CancellationToken::new(), CancellationToken::new());
+        spared_client.cancel();
+        let (was_cut, was_spared, ()) = tokio::join!(
+            cut.run(&cut_client, |cancel| work(60_000, cancel)),
+            spared.run(&spared_client, |cancel| work(60_000, cancel)),
+            async { drain.hurry() },
+        );
+        assert_eq!((was_cut, was_spared), ("cancelled", "cancelled"));
+        assert!(cut.cut_short());
+        assert!(!spared.cut_short(), "its client had cancelled it");
     }
 
     #[tokio::test]

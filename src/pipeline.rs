@@ -409,19 +409,16 @@ impl Pipeline {
         own_cancel: bool,
     ) -> Result<Answer, CallError> {
         let run = |cancel| self.run(rules, call, cancel, true);
-        let (outcome, by_client) = match own_cancel {
+        let outcome = match own_cancel {
             // The drain's cut, a timeout and the client cancel the same token here; a
             // client's cancel is told by its fast path, which then writes no answer at all.
-            true => (admission.run_on(client, run).await, false),
-            false => {
-                let outcome = admission.run(&client, run).await;
-                (outcome, client.is_cancelled())
-            }
+            true => admission.run_on(client, run).await,
+            false => admission.run(&client, run).await,
         };
         match outcome {
             // Whatever the cancel made of it (cancelled, timed out, a failed run), the drain
-            // is the reason the client should read.
-            Err(_) if admission.cut_short() && !by_client => {
+            // is the reason the client should read, unless someone cancelled the call first.
+            Err(_) if admission.cut_short() => {
                 Err(CallError::CutShort(self.drain.grace().as_millis() as u64))
             }
             outcome => outcome,
