@@ -10,7 +10,8 @@
 //! JSON). Everything else is allowed / accepted. `POLICY_LOG=<path>` appends every request
 //! it receives. `POLICY_BATCH=<n>` answers out of order: it gathers up to n requests (or
 //! what came within 200 ms) and answers them last first, appending the `call_id`s in answer
-//! order to `POLICY_ANSWER_LOG=<path>` when set.
+//! order to `POLICY_ANSWER_LOG=<path>` when set. `POLICY_DELAY_MS=<n>` waits n milliseconds
+//! before deciding each request (a slow policy service).
 //! For tests, `POLICY_MISBEHAVE` makes it fail on purpose: `garbage` (a line that is not JSON),
 //! `bad-decision` (JSON with an unknown decision), `hang` (never answers), `crash` (exits on
 //! the first request) or `crash-once:<marker file>` (exits unless the marker exists, then
@@ -99,6 +100,10 @@ fn main() {
         .and_then(|b| b.parse().ok())
         .unwrap_or(1)
         .max(1);
+    let delay = std::env::var("POLICY_DELAY_MS")
+        .ok()
+        .and_then(|ms| ms.parse().ok())
+        .map(std::time::Duration::from_millis);
     let incoming = requests();
     let mut stdout = std::io::stdout();
     let mut pending: Vec<Value> = Vec::new();
@@ -129,6 +134,9 @@ fn main() {
             eprintln!("policy_hook: ignoring a line that is not JSON");
             continue;
         };
+        if let Some(delay) = delay {
+            std::thread::sleep(delay);
+        }
         let mut answer = match misbehave.as_str() {
             "garbage" => {
                 let _ = writeln!(stdout, "this is not json");

@@ -7,7 +7,8 @@
 //! - Draining: a call in flight at SIGTERM still gets its answer within `drain_grace_ms`; one
 //!   that outlasts the grace is cancelled upstream (echo_server's cancel log) and the gateway
 //!   exits soon after; a call arriving meanwhile gets `SHUTTING_DOWN`. Over stdio, stdin EOF
-//!   cancels a long call at the end of the grace, and its audit line is written.
+//!   cancels a long call at the end of the grace, and its audit line is written. A call its
+//!   client cancelled before the cut is audited as the client's (`CANCELLED`).
 //!
 //! Processes are found in `/proc` by a unique marker in their environment (Linux only).
 #![cfg(target_os = "linux")]
@@ -478,4 +479,54 @@ async fn a_stdio_call_outlasting_the_grace_is_answered_shutting_down() {
     .await;
     let status = gateway.exit_within(grace + MARGIN).await;
     assert_eq!(status.code(), Some(0), "{status}");
+}
+
+/// A call its client cancelled while a slow pre hook still held it, when the drain's cut
+/// fires before the hook answers: the cancel came first, so the call is the client's, audited
+/// `CANCELLED` and not `SHUTTING_DOWN` (the cut marks the calls it cancels), and it never
+/// reaches the upstream.
+#[tokio::test]
+async fn a_call_its_client_cancelled_before_the_cut_is_audited_cancelled() {
+    let work = Workdir::new("");
+    // No grace: the cut fires at the SIGTERM, while the hook still thinks.
+    draining_config(&work, 0);
+    let hook_log = work.path("hook.log").display().to_string();
+    let hook = format!(
+        "[[hooks]]\nstage = \"pre\"\ncommand = [\"env\", \"POLICY_DELAY_MS=1500\", {}, {}]\ntimeout_ms = 20000\n",
+        toml_string(&format!("POLICY_LOG={hook_log}")),
+        toml_string(&example("policy_hook").display().to_string())
+    );
+    let mut config = std::fs::read_to_string(work.config()).expect("the config");
+    config.push_str(&hook);
+    std::fs::write(work.config(), config).expect("write config");
+    let audit = work.path("audit.jsonl");
+    let mut gateway =
+        StdioGateway::start(&work, &["--audit-log", &audit.display().to_string()]).await;
+    gateway
+        .start_call(2, "echo__echo", json!({"text": "x"}))
+        .await;
+    wait_for_file(&work.path("hook.log"), "echo__echo", STARTUP).await;
+    gateway
+        .send(&json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": 2, "reason": "the user changed their mind"}
+        }))
+        .await;
+    // The cancel is read long before the hook answers (1.5 s after it got the call).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    signal(gateway.pid(), "TERM");
+    let status = gateway.exit_within(Duration::from_secs(3) + MARGIN).await;
+    assert_eq!(status.code(), Some(0), "{status}");
+
+    let audit = std::fs::read_to_string(&audit).expect("the audit log");
+    let record: Value =
+        serde_json::from_str(audit.lines().next().expect("one line")).expect("a JSON line");
+    assert_eq!(record["tool"], "echo__echo", "{audit}");
+    assert_eq!(record["outcome"], "CANCELLED", "{audit}");
+    let upstream = std::fs::read_to_string(work.path("calls.log")).unwrap_or_default();
+    assert!(
+        !upstream.contains("\"echo\""),
+        "sent upstream after its cancel: {upstream}"
+    );
 }
