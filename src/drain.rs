@@ -140,7 +140,8 @@ impl Drain {
     }
 }
 
-/// The drain's cut: the tokens of the admitted calls running, cancelled when it fires.
+/// The drain's cut: the admitted calls running; when it fires, it cancels those not yet
+/// cancelled and marks them as its own.
 ///
 /// A call's token is listed here while it runs: a child of its client's ([`Admission::run`]),
 /// or a fast path's own token ([`Admission::run_on`]), so that the client or the cut cancels

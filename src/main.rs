@@ -175,12 +175,12 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    // Over stdio one client drives every call, and one thread spares the hand-offs between
-    // workers (BENCHMARKS.md, issue 10); HTTP serves many sessions at once and keeps tokio's
-    // worker pool. `TOKIO_WORKER_THREADS` (which tokio reads) asks for the pool over stdio too.
-    let serving_stdio = matches!(cli.command, Command::Serve { http: None, .. })
+    // Serving runs on one thread, which spares every call the hand-offs and wake-ups
+    // between workers (BENCHMARKS.md, issue 10). `TOKIO_WORKER_THREADS` (which tokio reads)
+    // asks for tokio's worker pool instead, for HTTP sessions that need more than a core.
+    let one_thread = matches!(cli.command, Command::Serve { .. })
         && std::env::var_os("TOKIO_WORKER_THREADS").is_none();
-    let mut builder = match serving_stdio {
+    let mut builder = match one_thread {
         true => tokio::runtime::Builder::new_current_thread(),
         false => tokio::runtime::Builder::new_multi_thread(),
     };
