@@ -178,12 +178,21 @@ fn main() -> ExitCode {
     // Serving runs on one thread, which spares every call the hand-offs and wake-ups
     // between workers (BENCHMARKS.md, issue 10). `TOKIO_WORKER_THREADS` (which tokio reads)
     // asks for tokio's worker pool instead, for HTTP sessions that need more than a core.
-    let one_thread = matches!(cli.command, Command::Serve { .. })
-        && std::env::var_os("TOKIO_WORKER_THREADS").is_none();
+    let workers = match worker_threads() {
+        Ok(workers) => workers,
+        Err(message) => {
+            eprintln!("toolgate: {message}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    let one_thread = matches!(cli.command, Command::Serve { .. }) && workers.is_none();
     let mut builder = match one_thread {
         true => tokio::runtime::Builder::new_current_thread(),
         false => tokio::runtime::Builder::new_multi_thread(),
     };
+    if let Some(workers) = workers {
+        builder.worker_threads(workers);
+    }
     let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -198,6 +207,25 @@ fn main() -> ExitCode {
     // Every call has ended: its spans are batched, and sent now (bounded).
     telemetry.shutdown();
     code
+}
+
+/// `TOKIO_WORKER_THREADS`, read here: tokio, left to read it, panics on a value that is not a
+/// whole number above 0.
+fn worker_threads() -> Result<Option<usize>, String> {
+    let Some(value) = std::env::var_os("TOKIO_WORKER_THREADS") else {
+        return Ok(None);
+    };
+    value
+        .to_str()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|n| *n > 0)
+        .map(Some)
+        .ok_or_else(|| {
+            format!(
+                "environment variable TOKIO_WORKER_THREADS={value:?}: must be a whole number \
+                 of worker threads, at least 1"
+            )
+        })
 }
 
 /// The profile named on the command line, or `default`; over HTTP the caller picks per request.

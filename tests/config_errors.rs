@@ -1,5 +1,5 @@
-//! A bad configuration exits 64 with a message naming the file and the key; `TOOLGATE_*`
-//! variables override the file.
+//! A bad configuration exits 64 with a message naming the file and the key (or the
+//! environment variable); `TOOLGATE_*` variables override the file.
 
 mod common;
 
@@ -183,4 +183,30 @@ fn env_override_value_that_looks_like_a_number_is_passed_as_a_string() {
     assert_ne!(code, Some(0), "echo must have exited at start\n{stdout}");
     let echo = check_line(&stdout, "echo");
     assert!(echo.contains("exit status: 5"), "{echo}");
+}
+
+#[test]
+fn bad_worker_threads_exits_64_naming_the_variable() {
+    let work = Workdir::new(&server_toml("echo", "echo_server", &[]));
+    for args in [&["serve"][..], &["tools"][..]] {
+        for value in ["abc", "0", "-1", ""] {
+            let (code, stdout, stderr) =
+                run_with_env(&work.config(), args, &[("TOKIO_WORKER_THREADS", value)]);
+            assert_eq!(code, EXIT_CONFIG, "{args:?} {value:?}: {stderr}");
+            assert!(stdout.is_empty(), "{args:?} {value:?}: {stdout}");
+            assert!(
+                stderr.contains(&format!("TOKIO_WORKER_THREADS={value:?}")),
+                "{args:?} {value:?}: {stderr}"
+            );
+            assert!(!stderr.contains("panicked"), "{args:?} {value:?}: {stderr}");
+        }
+    }
+    // A good value gives tokio's pool of that many workers, and the command runs.
+    let (code, stdout, stderr) =
+        run_with_env(&work.config(), &["tools"], &[("TOKIO_WORKER_THREADS", "2")]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        exposed_names(&stdout).contains(&"echo__echo".to_owned()),
+        "{stdout}"
+    );
 }
