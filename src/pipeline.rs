@@ -49,7 +49,7 @@ use crate::{
     drain::{Admission, Drain},
     registry::{Target, ToolEntry, View},
     telemetry::{Trace, Traceparent},
-    upstream::{ProgressSink, Upstreams},
+    upstream::{ProgressSink, UpstreamError, Upstreams},
 };
 
 pub use answer::Answer;
@@ -65,6 +65,14 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 #[inline(always)]
 pub(crate) fn boxed<F: Future>(make: impl FnOnce() -> F) -> Pin<Box<F>> {
     Box::into_pin(Box::write(Box::new_uninit(), make()))
+}
+
+/// Ends when `cancel` is cancelled; never without one.
+async fn cancelled(cancel: Option<&CancellationToken>) {
+    match cancel {
+        Some(cancel) => cancel.cancelled().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// One call as the downstream received it.
@@ -441,7 +449,14 @@ impl Pipeline {
         own_token: bool,
     ) -> Result<Answer, CallError> {
         for gate in &rules.gates {
-            match gate.check(call).await {
+            // A gate may take long (a command hook that waits on a person): the client's
+            // cancel and the drain's cut end the call now, not at the hook's `timeout_ms`.
+            let decision = tokio::select! {
+                biased;
+                decision = gate.check(call) => decision,
+                () = cancel.cancelled() => return Err(CallError::Upstream(UpstreamError::Cancelled)),
+            };
+            match decision {
                 GateDecision::Allow => {}
                 GateDecision::Deny { reason, code } => {
                     return Err(CallError::Denied { reason, code });
@@ -453,6 +468,9 @@ impl Pipeline {
             }
         }
         let next = Next::chain(&rules.wrappers, self, rules, own_token);
+        // Post hooks wait on the same cancel; cloned only when there are any (a clone takes
+        // the token tree's lock).
+        let posts_cancel = (!rules.posts.is_empty()).then(|| cancel.clone());
         let answer = next.run(call, cancel).await?;
         // Decoded only for a stage that reads it; otherwise it may go out as it came.
         let mut result = match answer {
@@ -476,7 +494,14 @@ impl Pipeline {
             return Err(CallError::InvalidOutput(violations));
         }
         for post in &rules.posts {
-            match post.after(call, &result).await {
+            let decision = tokio::select! {
+                biased;
+                decision = post.after(call, &result) => decision,
+                () = cancelled(posts_cancel.as_ref()) => {
+                    return Err(CallError::Upstream(UpstreamError::Cancelled));
+                }
+            };
+            match decision {
                 PostDecision::Accept {
                     content: None,
                     structured_content: None,

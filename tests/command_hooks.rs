@@ -311,3 +311,104 @@ async fn the_size_cap_applies_after_post_hooks() {
     assert!(!text(&capped).contains("xxxx"), "{}", text(&capped));
     client.cancel().await.unwrap();
 }
+
+/// Calls `echo__echo` (id 2) through a `stage` hook that takes `HOOK_DELAY_MS` per request,
+/// cancels it once the hook has it, and returns its audit record and how many calls the
+/// upstream got, read after the hook's late answer was written and a second call (id 3)
+/// passed the same hook.
+async fn cancelled_while_the_hook_thinks(stage: &str) -> (serde_json::Value, usize) {
+    let work = Workdir::new("");
+    let (hook_log, answers) = (work.path("hook.log"), work.path("answers.log"));
+    let (hook_log_env, answers_env) = (
+        hook_log.display().to_string(),
+        answers.display().to_string(),
+    );
+    config(
+        &work,
+        &[(stage, "timeout_ms = 20000")],
+        &[
+            ("POLICY_DELAY_MS", &HOOK_DELAY_MS.to_string()),
+            ("POLICY_LOG", &hook_log_env),
+            ("POLICY_ANSWER_LOG", &answers_env),
+        ],
+    );
+    let audit = work.path("audit.jsonl");
+    let mut raw = RawStdio::start_with(&work, &["--audit-log", &audit.display().to_string()]).await;
+    let call = |id: u64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": "echo__echo", "arguments": {"text": "x"}}})
+    };
+    raw.send(&call(2)).await;
+    wait_for_file(&hook_log, &format!("\"stage\":\"{stage}\""), STARTUP).await;
+    raw.send(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                     "params": {"requestId": 2, "reason": "the user changed their mind"}}),
+    )
+    .await;
+    // Under half the hook's delay: a call that waited for the hook's answer is not done yet.
+    let record = wait_for_file(
+        &audit,
+        "echo__echo",
+        Duration::from_millis(HOOK_DELAY_MS / 2),
+    )
+    .await;
+    let record: serde_json::Value =
+        serde_json::from_str(record.lines().next().expect("one line")).expect("a JSON line");
+
+    // The hook answers the abandoned call late; the answer goes nowhere, and the hook and
+    // the gateway still serve the next call.
+    wait_for_file(
+        &answers,
+        "\n",
+        Duration::from_millis(HOOK_DELAY_MS) + STARTUP,
+    )
+    .await;
+    raw.send(&call(3)).await;
+    let answer = raw.next_answer().await;
+    assert_eq!(
+        answer["id"], 3,
+        "the cancelled call is not answered: {answer}"
+    );
+    assert_eq!(answer["result"]["content"][0]["text"], "x", "{answer}");
+    let (rest, _) = raw.finish().await;
+    assert!(
+        rest.iter().all(|m| m["id"] != 2),
+        "the cancelled call is not answered: {rest:?}"
+    );
+    (record, upstream_calls(&work))
+}
+
+/// How long the slow hook of [`cancelled_while_the_hook_thinks`] takes per request.
+const HOOK_DELAY_MS: u64 = 4000;
+
+/// For a gateway (and its hook) to start on a loaded machine.
+const STARTUP: Duration = Duration::from_secs(30);
+
+/// A client's cancel ends a call waiting on a slow pre hook at once, not at the hook's answer
+/// or its `timeout_ms`: audited `CANCELLED`, and its late `allow` sends nothing upstream.
+#[tokio::test]
+async fn a_client_cancel_ends_a_call_waiting_on_a_pre_hook() {
+    let (record, upstream) = cancelled_while_the_hook_thinks("pre").await;
+    assert_eq!(record["outcome"], "CANCELLED", "{record}");
+    assert!(
+        record["duration_us"].as_u64().expect("a duration") < HOOK_DELAY_MS * 1000 / 2,
+        "{record}"
+    );
+    assert_eq!(upstream, 1, "only the second call reaches the upstream");
+}
+
+/// The same for a post hook: the upstream answered, the hook still reads the result, and the
+/// client's cancel ends the call.
+#[tokio::test]
+async fn a_client_cancel_ends_a_call_waiting_on_a_post_hook() {
+    let (record, upstream) = cancelled_while_the_hook_thinks("post").await;
+    assert_eq!(record["outcome"], "CANCELLED", "{record}");
+    assert!(
+        record["duration_us"].as_u64().expect("a duration") < HOOK_DELAY_MS * 1000 / 2,
+        "{record}"
+    );
+    assert_eq!(
+        upstream, 2,
+        "both calls reached the upstream before their post hook"
+    );
+}

@@ -107,7 +107,7 @@ impl CommandHook {
                         let _ = waiter.send(Ok(answer));
                     }
                     _ => {
-                        tracing::warn!(hook = %key, "hook wrote a line that answers no pending call: {line:.120}")
+                        tracing::warn!(hook = %key, "hook wrote a line that answers no pending call (not JSON, an unknown call_id, or a call that timed out or was cancelled): {line:.120}")
                     }
                 }
             }

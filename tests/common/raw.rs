@@ -125,7 +125,12 @@ pub struct RawStdio {
 impl RawStdio {
     /// Starts `toolgate serve` with the config in `work` and completes the handshake.
     pub async fn start(work: &Workdir) -> Self {
-        let mut raw = Self::spawn(work);
+        Self::start_with(work, &[]).await
+    }
+
+    /// [`start`](Self::start) with more arguments to `serve` (`--audit-log FILE`, say).
+    pub async fn start_with(work: &Workdir, serve_args: &[&str]) -> Self {
+        let mut raw = Self::spawn_with(work, serve_args);
         raw.send(&initialize_request(0)).await;
         let answer = raw.next().await;
         assert!(answer.get("result").is_some(), "{answer}");
@@ -137,10 +142,16 @@ impl RawStdio {
     /// Starts `toolgate serve` with the config in `work`, without a handshake (a 2026-07-28
     /// client sends none).
     pub fn spawn(work: &Workdir) -> Self {
+        Self::spawn_with(work, &[])
+    }
+
+    /// [`spawn`](Self::spawn) with more arguments to `serve`.
+    pub fn spawn_with(work: &Workdir, serve_args: &[&str]) -> Self {
         let mut child = tokio::process::Command::new(toolgate())
             .arg("--config")
             .arg(work.config())
             .arg("serve")
+            .args(serve_args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
