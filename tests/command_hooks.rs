@@ -313,11 +313,11 @@ async fn the_size_cap_applies_after_post_hooks() {
 }
 
 /// Calls `echo__echo` (id 2) through a `stage` hook that takes `HOOK_DELAY_MS` per request,
-/// cancels it once the hook has it, and checks that the call ended then: audited
-/// `CANCELLED` long before the hook could answer. Returns how many calls the upstream got,
-/// read after the hook's late answer was written and a second call (id 3) passed the same
-/// hook.
-async fn cancelled_while_the_hook_thinks(stage: &str) -> usize {
+/// on the fast path or rmcp's typed one (`fast_path`), cancels it once the hook has it, and
+/// checks that the call ended then: audited `CANCELLED` long before the hook could answer.
+/// Returns how many calls the upstream got, read after the hook's late answer was written and
+/// a second call (id 3) passed the same hook.
+async fn cancelled_while_the_hook_thinks(stage: &str, fast_path: bool) -> usize {
     let work = Workdir::new("");
     let (hook_log, answers) = (work.path("hook.log"), work.path("answers.log"));
     let (hook_log_env, answers_env) = (
@@ -333,6 +333,14 @@ async fn cancelled_while_the_hook_thinks(stage: &str) -> usize {
             ("POLICY_ANSWER_LOG", &answers_env),
         ],
     );
+    if !fast_path {
+        let toml = std::fs::read_to_string(work.config()).unwrap();
+        std::fs::write(
+            work.config(),
+            format!("[gateway]\nfast_path = false\n{toml}"),
+        )
+        .unwrap();
+    }
     let audit = work.path("audit.jsonl");
     let mut raw = RawStdio::start_with(&work, &["--audit-log", &audit.display().to_string()]).await;
     let call = |id: u64| {
@@ -391,20 +399,32 @@ const HOOK_DELAY_MS: u64 = 4000;
 const STARTUP: Duration = Duration::from_secs(30);
 
 /// A client's cancel ends a call waiting on a slow pre hook at once, not at the hook's answer
-/// or its `timeout_ms`: audited `CANCELLED`, and its late `allow` sends nothing upstream.
+/// or its `timeout_ms`: audited `CANCELLED`, and its late `allow` sends nothing upstream. The
+/// same on the fast path and on rmcp's typed path.
 #[tokio::test]
 async fn a_client_cancel_ends_a_call_waiting_on_a_pre_hook() {
-    let upstream = cancelled_while_the_hook_thinks("pre").await;
-    assert_eq!(upstream, 1, "only the second call reaches the upstream");
+    let (fast, typed) = tokio::join!(
+        cancelled_while_the_hook_thinks("pre", true),
+        cancelled_while_the_hook_thinks("pre", false)
+    );
+    assert_eq!(
+        fast, 1,
+        "fast path: only the second call reaches the upstream"
+    );
+    assert_eq!(
+        typed, 1,
+        "typed path: only the second call reaches the upstream"
+    );
 }
 
 /// The same for a post hook: the upstream answered, the hook still reads the result, and the
 /// client's cancel ends the call.
 #[tokio::test]
 async fn a_client_cancel_ends_a_call_waiting_on_a_post_hook() {
-    let upstream = cancelled_while_the_hook_thinks("post").await;
-    assert_eq!(
-        upstream, 2,
-        "both calls reached the upstream before their post hook"
+    let (fast, typed) = tokio::join!(
+        cancelled_while_the_hook_thinks("post", true),
+        cancelled_while_the_hook_thinks("post", false)
     );
+    assert_eq!(fast, 2, "fast path: both calls reached the upstream");
+    assert_eq!(typed, 2, "typed path: both calls reached the upstream");
 }
