@@ -397,3 +397,56 @@ async fn hooks_scoped_to_other_tools_or_profiles_are_not_consulted() {
     default.cancel().await.unwrap();
     ops.cancel().await.unwrap();
 }
+
+/// A client's cancel ends a call waiting on an HTTP pre hook at once, not at the hook's
+/// `timeout_ms`: audited `CANCELLED`, the hook's request dropped (its connection closed), and
+/// nothing sent upstream.
+#[tokio::test]
+async fn a_client_cancel_abandons_the_http_hook_request() {
+    let s = setup(
+        |_, _| Reply::Hang,
+        |hook| {
+            format!(
+                "[[hooks]]\nstage = \"pre\"\nhttp = {}\ntimeout_ms = 30000\n",
+                toml_string(&hook.url("slow"))
+            )
+        },
+    )
+    .await;
+    let audit = s.work.path("audit.jsonl");
+    let mut raw =
+        RawStdio::start_with(&s.work, &["--audit-log", &audit.display().to_string()]).await;
+    raw.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                     "params": {"name": "echo__echo", "arguments": {"text": "x"}}}))
+        .await;
+    within(async {
+        while s.hook.seen().is_empty() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    raw.send(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                     "params": {"requestId": 2}}),
+    )
+    .await;
+    let record = wait_for_file(&audit, "echo__echo", CALL_LIMIT).await;
+    let record: serde_json::Value =
+        serde_json::from_str(record.lines().next().expect("one line")).expect("a JSON line");
+    assert_eq!(record["outcome"], "CANCELLED", "{record}");
+    within(async {
+        while s.hook.abandoned() == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let (rest, _) = raw.finish().await;
+    assert!(
+        rest.iter().all(|m| m["id"] != 2),
+        "the cancelled call is not answered: {rest:?}"
+    );
+    assert!(
+        upstream_calls(&s.call_log).is_empty(),
+        "the upstream was not called"
+    );
+}

@@ -3,7 +3,10 @@
 use std::{
     future::Future,
     path::{Path, PathBuf},
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicUsize, Ordering},
+    },
     time::Duration,
 };
 
@@ -33,7 +36,8 @@ pub enum Reply {
     Json(Value),
     /// This status and raw body.
     Raw(StatusCode, &'static str),
-    /// Never answers (well, after a minute: longer than any test).
+    /// Never answers (well, after a minute: longer than any test). A request whose caller
+    /// goes away meanwhile counts as abandoned ([`HookServer::abandoned`]).
     Hang,
 }
 
@@ -52,6 +56,7 @@ pub struct Seen {
 #[derive(Clone)]
 struct HookState {
     seen: Arc<Mutex<Vec<Seen>>>,
+    abandoned: Arc<AtomicUsize>,
     rule: Arc<Rule>,
     call_log: PathBuf,
 }
@@ -60,6 +65,7 @@ struct HookState {
 pub struct HookServer {
     base: String,
     seen: Arc<Mutex<Vec<Seen>>>,
+    abandoned: Arc<AtomicUsize>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -80,8 +86,10 @@ impl HookServer {
             .expect("bind the hook server");
         let base = format!("http://{}", listener.local_addr().unwrap());
         let seen = Arc::new(Mutex::new(Vec::new()));
+        let abandoned = Arc::new(AtomicUsize::new(0));
         let state = HookState {
             seen: seen.clone(),
+            abandoned: abandoned.clone(),
             rule: Arc::new(rule),
             call_log: call_log.to_owned(),
         };
@@ -91,7 +99,12 @@ impl HookServer {
         let task = tokio::spawn(async move {
             axum::serve(listener, app).await.expect("hook server runs");
         });
-        Self { base, seen, task }
+        Self {
+            base,
+            seen,
+            abandoned,
+            task,
+        }
     }
 
     pub fn url(&self, name: &str) -> String {
@@ -100,6 +113,12 @@ impl HookServer {
 
     pub fn seen(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
+    }
+
+    /// How many `Hang` requests their caller gave up (the connection closed, so the server
+    /// dropped the request's handler).
+    pub fn abandoned(&self) -> usize {
+        self.abandoned.load(Ordering::SeqCst)
     }
 }
 
@@ -122,7 +141,18 @@ async fn answer(
         }
         Reply::Raw(status, body) => (status, body).into_response(),
         Reply::Hang => {
+            // Dropped with the handler when the caller goes away, disarmed if it ever answers.
+            struct Abandoned(Option<Arc<AtomicUsize>>);
+            impl Drop for Abandoned {
+                fn drop(&mut self) {
+                    if let Some(count) = &self.0 {
+                        count.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+            }
+            let mut abandoned = Abandoned(Some(state.abandoned.clone()));
             tokio::time::sleep(Duration::from_secs(60)).await;
+            abandoned.0 = None;
             (
                 [(CONTENT_TYPE, "application/json")],
                 r#"{"decision":"allow"}"#,
