@@ -41,6 +41,8 @@ pub struct Drain {
     calls: TaskTracker,
     /// When the grace ends, fixed by the first caller of [`Drain::run`].
     deadline: OnceLock<Instant>,
+    /// Set by a [`Drain::hurry`] that came before the grace ran out: the calls were cut by it.
+    hurried: AtomicBool,
 }
 
 /// What one drain did, for the log.
@@ -60,6 +62,7 @@ impl Drain {
             cut: Arc::default(),
             calls: TaskTracker::new(),
             deadline: OnceLock::new(),
+            hurried: AtomicBool::new(false),
         }
     }
 
@@ -136,7 +139,15 @@ impl Drain {
 
     /// Cancels the calls in flight now instead of at the end of the grace (a second signal).
     pub fn hurry(&self) {
+        if !self.cut.fired.is_cancelled() {
+            self.hurried.store(true, Ordering::Relaxed);
+        }
         self.cut.fire();
+    }
+
+    /// Whether a [`hurry`](Self::hurry), not the end of the grace, fired the cut.
+    pub fn hurried(&self) -> bool {
+        self.hurried.load(Ordering::Relaxed)
     }
 }
 
@@ -425,6 +436,24 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_hurry_after_the_grace_ran_out_did_not_cut_anything() {
+        let drain = Drain::new(Duration::from_millis(20));
+        let admission = drain.admit().expect("not draining yet");
+        let client = CancellationToken::new();
+        let (outcome, _) = tokio::join!(
+            async {
+                let outcome = admission.run(&client, |cancel| work(60_000, cancel)).await;
+                drop(admission);
+                outcome
+            },
+            drain.run()
+        );
+        assert_eq!(outcome, "cancelled");
+        drain.hurry();
+        assert!(!drain.hurried(), "the grace had cut the call already");
+    }
+
+    #[tokio::test]
     async fn a_hurry_cancels_at_once_and_a_later_run_returns_at_once() {
         let drain = Drain::new(Duration::from_secs(30));
         let admission = drain.admit().expect("not draining yet");
@@ -447,6 +476,7 @@ mod tests {
         assert_eq!(outcome, "cancelled");
         assert_eq!(drained.cancelled, 1);
         assert!(started.elapsed() < Duration::from_secs(10), "not the grace");
+        assert!(drain.hurried(), "the hurry cut the call, not the grace");
         // Nothing left: a second run (the gateway's own, after the sessions) is immediate.
         assert_eq!(
             drain.run().await,

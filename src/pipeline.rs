@@ -32,7 +32,7 @@ use std::{
     pin::Pin,
     sync::{
         Arc,
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
     },
     time::Instant,
 };
@@ -53,7 +53,7 @@ use crate::{
 };
 
 pub use answer::Answer;
-pub use call_error::CallError;
+pub use call_error::{CallError, CutBy};
 pub use stages::{Around, GateDecision, Next, PostDecision, PostHook, PreGate};
 pub use task::TaskRequest;
 
@@ -117,6 +117,9 @@ pub struct ToolCall {
     /// The rules this call runs by, taken when it started: a `run_code` program's calls run
     /// by them too, even after a reload.
     pub rules: Arc<Rules>,
+    /// Set once every pre gate let the call through (at once when there are none): a call
+    /// cancelled or cut before that is audited with no decision, not as allowed.
+    pub(crate) decided: AtomicBool,
 }
 
 /// The metrics label of calls to names that resolve to no tool.
@@ -383,6 +386,7 @@ impl Pipeline {
             remote: call.trace.remote,
             task,
             rules: rules.unwrap_or_else(|| self.rules()),
+            decided: AtomicBool::new(false),
         };
         let rules = tool_call.rules.clone();
         let mut admitted = None;
@@ -427,7 +431,10 @@ impl Pipeline {
             // Whatever the cancel made of it (cancelled, timed out, a failed run), the drain
             // is the reason the client should read, unless someone cancelled the call first.
             Err(_) if admission.cut_short() => {
-                Err(CallError::CutShort(self.drain.grace().as_millis() as u64))
+                Err(CallError::CutShort(match self.drain.hurried() {
+                    true => CutBy::Signal,
+                    false => CutBy::Grace(self.drain.grace().as_millis() as u64),
+                }))
             }
             outcome => outcome,
         }
@@ -467,6 +474,7 @@ impl Pipeline {
                 }
             }
         }
+        call.decided.store(true, Ordering::Relaxed);
         let next = Next::chain(&rules.wrappers, self, rules, own_token);
         // Post hooks wait on the same cancel; cloned only when there are any (a clone takes
         // the token tree's lock).
@@ -535,6 +543,8 @@ impl Pipeline {
             Err(CallError::InvalidArgs(_))
             | Err(CallError::UnknownTool(_))
             | Err(CallError::ShuttingDown) => "reject",
+            // Cancelled or cut while a pre gate (a hook, an approval) was still deciding.
+            Err(_) if !call.decided.load(Ordering::Relaxed) => "none",
             _ => "allow",
         };
         // Counted like the audit log: an upstream's own `isError` result is an error too.

@@ -481,6 +481,124 @@ async fn a_stdio_call_outlasting_the_grace_is_answered_shutting_down() {
     assert_eq!(status.code(), Some(0), "{status}");
 }
 
+/// SIGINT drains like SIGTERM (new calls refused over stdio too), and a second signal cuts
+/// the calls in flight at once, saying so: not "at the end of the grace", which is far off.
+#[tokio::test]
+async fn a_second_signal_cuts_the_calls_in_flight_at_once() {
+    let grace = Duration::from_secs(20);
+    let work = Workdir::new("");
+    draining_config(&work, grace.as_millis() as u64);
+    let audit = work.path("audit.jsonl");
+    let mut gateway =
+        StdioGateway::start(&work, &["--audit-log", &audit.display().to_string()]).await;
+    gateway
+        .start_call(2, "echo__sleep", json!({"ms": 600_000}))
+        .await;
+    wait_for_file(&work.path("calls.log"), "\"sleep\"", STARTUP).await;
+
+    signal(gateway.pid(), "INT");
+    // A new call is refused once the drain has begun (one sent before may still be served).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut id = 3;
+    let refused = loop {
+        let answer = gateway
+            .call(id, "echo__echo", json!({"text": "late"}))
+            .await;
+        if answer["result"]["_meta"]["toolgate/error"]["code"] == "SHUTTING_DOWN" {
+            break answer;
+        }
+        assert!(Instant::now() < deadline, "never refused: {answer}");
+        id += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        result_text(&refused).contains("takes no new calls"),
+        "{refused}"
+    );
+
+    let hurried = Instant::now();
+    signal(gateway.pid(), "TERM");
+    let answer = gateway.answer(2).await;
+    assert!(
+        hurried.elapsed() < Duration::from_secs(3),
+        "answered {:?} after the second signal",
+        hurried.elapsed()
+    );
+    assert_eq!(
+        answer["result"]["_meta"]["toolgate/error"]["code"], "SHUTTING_DOWN",
+        "{answer}"
+    );
+    let text = result_text(&answer);
+    assert!(text.contains("by a second stop signal"), "{answer}");
+    assert!(!text.contains("at the end of"), "{answer}");
+    let status = gateway.exit_within(MARGIN).await;
+    assert_eq!(status.code(), Some(0), "{status}");
+    wait_for_file(
+        &work.path("cancels.log"),
+        "cancelled sleep",
+        Duration::from_secs(5),
+    )
+    .await;
+    let audit = std::fs::read_to_string(&audit).expect("the audit log");
+    let sleep = audit
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).expect("a JSON line"))
+        .find(|record| record["tool"] == "echo__sleep")
+        .unwrap_or_else(|| panic!("no line for the sleep: {audit}"));
+    assert_eq!(sleep["outcome"], "SHUTTING_DOWN", "{audit}");
+    assert_eq!(sleep["decision"], "allow", "{audit}");
+}
+
+/// After stdin EOF a call on the fast path gets the whole grace, even past 5 s; on rmcp's
+/// typed path rmcp itself cancels a gone client's handlers 5 s after the EOF, so there such a
+/// call ends then, audited `CANCELLED` (README, "Stopping").
+#[tokio::test]
+async fn after_stdin_eof_the_fast_path_gets_the_whole_grace_and_the_typed_path_5_s() {
+    let grace = Duration::from_millis(7_000);
+    let (fast, typed) = tokio::join!(
+        eof_during_a_long_call(grace, true),
+        eof_during_a_long_call(grace, false)
+    );
+    let (fast_exit, fast_record) = fast;
+    assert!(fast_exit >= grace, "fast path: exited after {fast_exit:?}");
+    assert_eq!(fast_record["outcome"], "SHUTTING_DOWN", "{fast_record}");
+    let (typed_exit, typed_record) = typed;
+    assert!(
+        typed_exit >= Duration::from_millis(4_500) && typed_exit < grace,
+        "typed path: exited after {typed_exit:?}"
+    );
+    assert_eq!(typed_record["outcome"], "CANCELLED", "{typed_record}");
+}
+
+/// Starts a 600 s sleep over stdio (`fast_path` as given), closes stdin, and returns how long
+/// the gateway took to exit after that, and the sleep's audit line.
+async fn eof_during_a_long_call(grace: Duration, fast_path: bool) -> (Duration, Value) {
+    let work = Workdir::new("");
+    draining_config(&work, grace.as_millis() as u64);
+    if !fast_path {
+        let toml = std::fs::read_to_string(work.config()).expect("the config");
+        let toml = toml.replacen("[gateway]\n", "[gateway]\nfast_path = false\n", 1);
+        std::fs::write(work.config(), toml).expect("write config");
+    }
+    let audit = work.path("audit.jsonl");
+    let mut gateway =
+        StdioGateway::start(&work, &["--audit-log", &audit.display().to_string()]).await;
+    gateway
+        .start_call(2, "echo__sleep", json!({"ms": 600_000}))
+        .await;
+    wait_for_file(&work.path("calls.log"), "\"sleep\"", STARTUP).await;
+    let stopping = Instant::now();
+    gateway.close_stdin();
+    let status = gateway.exit_within(grace + MARGIN).await;
+    let exited = stopping.elapsed();
+    assert_eq!(status.code(), Some(0), "fast_path = {fast_path}: {status}");
+    let audit = std::fs::read_to_string(&audit).expect("the audit log");
+    let record: Value =
+        serde_json::from_str(audit.lines().next().expect("one line")).expect("a JSON line");
+    assert_eq!(record["tool"], "echo__sleep", "{audit}");
+    (exited, record)
+}
+
 /// A call still waiting on a slow pre hook when the drain's cut fires ends at the cut, not
 /// when the hook answers or is stopped: audited `SHUTTING_DOWN` within moments of its start,
 /// and it never reaches the upstream.
@@ -544,6 +662,9 @@ async fn cut_while_the_hook_thinks(stage: &str) -> String {
         serde_json::from_str(audit.lines().next().expect("one line")).expect("a JSON line");
     assert_eq!(record["tool"], "echo__echo", "{audit}");
     assert_eq!(record["outcome"], "SHUTTING_DOWN", "{audit}");
+    // A pre hook had not decided; a post hook runs after the pre gates let the call through.
+    let decision = if stage == "pre" { "none" } else { "allow" };
+    assert_eq!(record["decision"], decision, "{audit}");
     // Ended at the cut, right after the hook got it. A call that ignored the cut ended only
     // when the gateway stopped the hook (after 6.0 s at either stage, measured on 23dba4a's
     // code).

@@ -364,6 +364,9 @@ async fn cancelled_while_the_hook_thinks(stage: &str, fast_path: bool) -> usize 
     let record: serde_json::Value =
         serde_json::from_str(record.lines().next().expect("one line")).expect("a JSON line");
     assert_eq!(record["outcome"], "CANCELLED", "{record}");
+    // A pre hook had not decided; a post hook runs after the pre gates let the call through.
+    let decision = if stage == "pre" { "none" } else { "allow" };
+    assert_eq!(record["decision"], decision, "{record}");
     assert!(
         record["duration_us"].as_u64().expect("a duration") < HOOK_DELAY_MS * 1000 / 2,
         "{record}"

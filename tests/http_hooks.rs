@@ -434,6 +434,10 @@ async fn a_client_cancel_abandons_the_http_hook_request() {
     let record: serde_json::Value =
         serde_json::from_str(record.lines().next().expect("one line")).expect("a JSON line");
     assert_eq!(record["outcome"], "CANCELLED", "{record}");
+    assert_eq!(
+        record["decision"], "none",
+        "the hook never decided: {record}"
+    );
     within(async {
         while s.hook.abandoned() == 0 {
             tokio::time::sleep(Duration::from_millis(20)).await;

@@ -35,11 +35,30 @@ pub enum CallError {
     /// The gateway is draining: the call was not started.
     #[error("the gateway is shutting down and takes no new calls")]
     ShuttingDown,
-    /// The gateway is draining and the call outlasted the grace: it was cancelled upstream.
-    #[error(
-        "the gateway is shutting down: the call was cancelled at the end of the {0}ms drain grace"
-    )]
-    CutShort(u64),
+    /// The gateway is draining and cancelled the call upstream: it outlasted the grace, or a
+    /// second stop signal came first.
+    #[error("the gateway is shutting down: the call was cancelled {0}")]
+    CutShort(CutBy),
+}
+
+/// What cut a drained call short, as its client reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CutBy {
+    /// The drain grace, in milliseconds, ran out.
+    Grace(u64),
+    /// A second SIGTERM or SIGINT ended the grace early.
+    Signal,
+}
+
+impl std::fmt::Display for CutBy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CutBy::Grace(ms) => write!(f, "at the end of the {ms}ms drain grace"),
+            CutBy::Signal => {
+                f.write_str("by a second stop signal, before the end of the drain grace")
+            }
+        }
+    }
 }
 
 impl CallError {

@@ -28,7 +28,8 @@ struct ToolStats {
 #[derive(Default)]
 pub struct Metrics {
     by_tool: Mutex<BTreeMap<String, ToolStats>>,
-    /// `tools/call` requests answered by the stdio fast path ([`crate::downstream::fast`]).
+    /// `tools/call` requests answered by a fast path: stdio's ([`crate::downstream::fast`])
+    /// or HTTP's ([`crate::downstream::http`]).
     fast_path_calls: AtomicU64,
     /// Calls forwarded to a stdio upstream over the raw path ([`crate::upstream::raw`]).
     raw_upstream_calls: AtomicU64,
