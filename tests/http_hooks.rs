@@ -454,3 +454,75 @@ async fn a_client_cancel_abandons_the_http_hook_request() {
         "the upstream was not called"
     );
 }
+
+/// The drain's cut (SIGTERM with no grace) ends a call waiting on an HTTP pre hook the same
+/// way: audited `SHUTTING_DOWN` with no decision, answered so, the hook's request dropped,
+/// nothing sent upstream, and the gateway exits 0 long before the hook's `timeout_ms`.
+#[tokio::test]
+async fn the_cut_abandons_the_http_hook_request() {
+    let s = setup(
+        |_, _| Reply::Hang,
+        |hook| {
+            format!(
+                "[[hooks]]\nstage = \"pre\"\nhttp = {}\ntimeout_ms = 30000\n",
+                toml_string(&hook.url("slow"))
+            )
+        },
+    )
+    .await;
+    let toml = std::fs::read_to_string(s.work.config()).expect("the config");
+    std::fs::write(
+        s.work.config(),
+        format!("[gateway]\ndrain_grace_ms = 0\n\n{toml}"),
+    )
+    .expect("write config");
+    let audit = s.work.path("audit.jsonl");
+    let mut raw =
+        RawStdio::start_with(&s.work, &["--audit-log", &audit.display().to_string()]).await;
+    raw.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                     "params": {"name": "echo__echo", "arguments": {"text": "x"}}}))
+        .await;
+    within(async {
+        while s.hook.seen().is_empty() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let stopping = Instant::now();
+    common::procs::signal(raw.child.id().expect("the gateway is running"), "TERM");
+    let answer = within(raw.next_answer()).await;
+    assert_eq!(answer["id"], 2, "{answer}");
+    assert_eq!(
+        answer["result"]["_meta"]["toolgate/error"]["code"], "SHUTTING_DOWN",
+        "{answer}"
+    );
+    let (_, status) = raw.finish().await;
+    assert_eq!(status.code(), Some(0), "{status}");
+    assert!(
+        stopping.elapsed() < Duration::from_secs(10),
+        "exited {:?} after the signal",
+        stopping.elapsed()
+    );
+    let record = std::fs::read_to_string(&audit).expect("the audit log");
+    let record: serde_json::Value =
+        serde_json::from_str(record.lines().next().expect("one line")).expect("a JSON line");
+    assert_eq!(record["outcome"], "SHUTTING_DOWN", "{record}");
+    assert_eq!(
+        record["decision"], "none",
+        "the hook never decided: {record}"
+    );
+    assert!(
+        record["duration_us"].as_u64().expect("a duration") < 2_000_000,
+        "{record}"
+    );
+    within(async {
+        while s.hook.abandoned() == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(
+        upstream_calls(&s.call_log).is_empty(),
+        "the upstream was not called"
+    );
+}
