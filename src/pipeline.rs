@@ -543,7 +543,8 @@ impl Pipeline {
             Err(CallError::InvalidArgs(_))
             | Err(CallError::UnknownTool(_))
             | Err(CallError::ShuttingDown) => "reject",
-            // Cancelled or cut while a pre gate (a hook, an approval) was still deciding.
+            // Ended before the pre gates had decided: a hook's wait cancelled or cut, or an
+            // approval cut (an approval the client cancels is refused: a deny, above).
             Err(_) if !call.decided.load(Ordering::Relaxed) => "none",
             _ => "allow",
         };
