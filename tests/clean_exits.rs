@@ -284,6 +284,29 @@ fn draining_config(work: &Workdir, grace_ms: u64) {
     std::fs::write(work.config(), toml).expect("write config");
 }
 
+/// A stdio gateway with `grace`, `fast_path` as given and an audit log, with a 600 s
+/// `echo__sleep` (id 2) sent as a raw line; returns once the upstream has it.
+async fn sleeping_with_an_audit(
+    grace: Duration,
+    fast_path: bool,
+) -> (Workdir, StdioGateway, std::path::PathBuf) {
+    let work = Workdir::new("");
+    draining_config(&work, grace.as_millis() as u64);
+    if !fast_path {
+        let toml = std::fs::read_to_string(work.config()).expect("the config");
+        let toml = toml.replacen("[gateway]\n", "[gateway]\nfast_path = false\n", 1);
+        std::fs::write(work.config(), toml).expect("write config");
+    }
+    let audit = work.path("audit.jsonl");
+    let mut gateway =
+        StdioGateway::start(&work, &["--audit-log", &audit.display().to_string()]).await;
+    gateway
+        .start_call(2, "echo__sleep", json!({"ms": 600_000}))
+        .await;
+    wait_for_file(&work.path("calls.log"), "\"sleep\"", STARTUP).await;
+    (work, gateway, audit)
+}
+
 /// Starts `echo__sleep {ms}` on its own task; returns once the upstream has it.
 async fn sleep_in_flight(
     client: &Client,
@@ -416,15 +439,7 @@ async fn a_call_outlasting_the_grace_is_cancelled_upstream_and_the_gateway_exits
 #[tokio::test]
 async fn after_stdin_eof_a_call_in_flight_is_cancelled_upstream_and_audited() {
     let grace = Duration::from_millis(500);
-    let work = Workdir::new("");
-    draining_config(&work, grace.as_millis() as u64);
-    let audit = work.path("audit.jsonl");
-    let mut gateway =
-        StdioGateway::start(&work, &["--audit-log", &audit.display().to_string()]).await;
-    gateway
-        .start_call(2, "echo__sleep", json!({"ms": 600_000}))
-        .await;
-    wait_for_file(&work.path("calls.log"), "\"sleep\"", STARTUP).await;
+    let (work, mut gateway, audit) = sleeping_with_an_audit(grace, true).await;
 
     let stopping = Instant::now();
     gateway.close_stdin();
@@ -485,16 +500,7 @@ async fn a_stdio_call_outlasting_the_grace_is_answered_shutting_down() {
 /// the calls in flight at once, saying so: not "at the end of the grace", which is far off.
 #[tokio::test]
 async fn a_second_signal_cuts_the_calls_in_flight_at_once() {
-    let grace = Duration::from_secs(20);
-    let work = Workdir::new("");
-    draining_config(&work, grace.as_millis() as u64);
-    let audit = work.path("audit.jsonl");
-    let mut gateway =
-        StdioGateway::start(&work, &["--audit-log", &audit.display().to_string()]).await;
-    gateway
-        .start_call(2, "echo__sleep", json!({"ms": 600_000}))
-        .await;
-    wait_for_file(&work.path("calls.log"), "\"sleep\"", STARTUP).await;
+    let (work, mut gateway, audit) = sleeping_with_an_audit(Duration::from_secs(20), true).await;
 
     signal(gateway.pid(), "INT");
     // A new call is refused once the drain has begun (one sent before may still be served).
@@ -573,20 +579,7 @@ async fn after_stdin_eof_the_fast_path_gets_the_whole_grace_and_the_typed_path_5
 /// Starts a 600 s sleep over stdio (`fast_path` as given), closes stdin, and returns how long
 /// the gateway took to exit after that, and the sleep's audit line.
 async fn eof_during_a_long_call(grace: Duration, fast_path: bool) -> (Duration, Value) {
-    let work = Workdir::new("");
-    draining_config(&work, grace.as_millis() as u64);
-    if !fast_path {
-        let toml = std::fs::read_to_string(work.config()).expect("the config");
-        let toml = toml.replacen("[gateway]\n", "[gateway]\nfast_path = false\n", 1);
-        std::fs::write(work.config(), toml).expect("write config");
-    }
-    let audit = work.path("audit.jsonl");
-    let mut gateway =
-        StdioGateway::start(&work, &["--audit-log", &audit.display().to_string()]).await;
-    gateway
-        .start_call(2, "echo__sleep", json!({"ms": 600_000}))
-        .await;
-    wait_for_file(&work.path("calls.log"), "\"sleep\"", STARTUP).await;
+    let (_work, mut gateway, audit) = sleeping_with_an_audit(grace, fast_path).await;
     let stopping = Instant::now();
     gateway.close_stdin();
     let status = gateway.exit_within(grace + MARGIN).await;

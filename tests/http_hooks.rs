@@ -403,28 +403,7 @@ async fn hooks_scoped_to_other_tools_or_profiles_are_not_consulted() {
 /// nothing sent upstream.
 #[tokio::test]
 async fn a_client_cancel_abandons_the_http_hook_request() {
-    let s = setup(
-        |_, _| Reply::Hang,
-        |hook| {
-            format!(
-                "[[hooks]]\nstage = \"pre\"\nhttp = {}\ntimeout_ms = 30000\n",
-                toml_string(&hook.url("slow"))
-            )
-        },
-    )
-    .await;
-    let audit = s.work.path("audit.jsonl");
-    let mut raw =
-        RawStdio::start_with(&s.work, &["--audit-log", &audit.display().to_string()]).await;
-    raw.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                     "params": {"name": "echo__echo", "arguments": {"text": "x"}}}))
-        .await;
-    within(async {
-        while s.hook.seen().is_empty() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
+    let (s, audit, mut raw) = held_by_a_hanging_pre_hook("").await;
     raw.send(
         &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
                      "params": {"requestId": 2}}),
@@ -460,34 +439,7 @@ async fn a_client_cancel_abandons_the_http_hook_request() {
 /// nothing sent upstream, and the gateway exits 0 long before the hook's `timeout_ms`.
 #[tokio::test]
 async fn the_cut_abandons_the_http_hook_request() {
-    let s = setup(
-        |_, _| Reply::Hang,
-        |hook| {
-            format!(
-                "[[hooks]]\nstage = \"pre\"\nhttp = {}\ntimeout_ms = 30000\n",
-                toml_string(&hook.url("slow"))
-            )
-        },
-    )
-    .await;
-    let toml = std::fs::read_to_string(s.work.config()).expect("the config");
-    std::fs::write(
-        s.work.config(),
-        format!("[gateway]\ndrain_grace_ms = 0\n\n{toml}"),
-    )
-    .expect("write config");
-    let audit = s.work.path("audit.jsonl");
-    let mut raw =
-        RawStdio::start_with(&s.work, &["--audit-log", &audit.display().to_string()]).await;
-    raw.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                     "params": {"name": "echo__echo", "arguments": {"text": "x"}}}))
-        .await;
-    within(async {
-        while s.hook.seen().is_empty() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
+    let (s, audit, mut raw) = held_by_a_hanging_pre_hook("[gateway]\ndrain_grace_ms = 0\n\n").await;
     let stopping = Instant::now();
     common::procs::signal(raw.child.id().expect("the gateway is running"), "TERM");
     let answer = within(raw.next_answer()).await;
@@ -525,4 +477,34 @@ async fn the_cut_abandons_the_http_hook_request() {
         upstream_calls(&s.call_log).is_empty(),
         "the upstream was not called"
     );
+}
+
+/// A stdio gateway (config `before` the echo server and an HTTP pre hook that never answers,
+/// with an audit log) and a call (id 2) the hook holds: returns once the hook has it.
+async fn held_by_a_hanging_pre_hook(before: &str) -> (Setup, std::path::PathBuf, RawStdio) {
+    let s = setup(
+        |_, _| Reply::Hang,
+        |hook| {
+            format!(
+                "[[hooks]]\nstage = \"pre\"\nhttp = {}\ntimeout_ms = 30000\n",
+                toml_string(&hook.url("slow"))
+            )
+        },
+    )
+    .await;
+    let toml = std::fs::read_to_string(s.work.config()).expect("the config");
+    std::fs::write(s.work.config(), format!("{before}{toml}")).expect("write config");
+    let audit = s.work.path("audit.jsonl");
+    let mut raw =
+        RawStdio::start_with(&s.work, &["--audit-log", &audit.display().to_string()]).await;
+    raw.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                     "params": {"name": "echo__echo", "arguments": {"text": "x"}}}))
+        .await;
+    within(async {
+        while s.hook.seen().is_empty() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    (s, audit, raw)
 }
