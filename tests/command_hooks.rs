@@ -5,6 +5,10 @@ mod common;
 use std::time::Duration;
 
 use common::*;
+use rmcp::{
+    model::{CallToolRequest, CallToolRequestParams, ClientRequest},
+    service::PeerRequestOptions,
+};
 use serde_json::json;
 
 /// echo_server (calls logged to `calls.log`) plus policy_hook hooks: `stages` is a list of
@@ -430,4 +434,86 @@ async fn a_client_cancel_ends_a_call_waiting_on_a_post_hook() {
     );
     assert_eq!(fast, 2, "fast path: both calls reached the upstream");
     assert_eq!(typed, 2, "typed path: both calls reached the upstream");
+}
+
+/// A client's cancel sent over streamable HTTP (`notifications/cancelled` in a POST) ends a
+/// call waiting on a slow hook as over stdio, with `fast_path` on or off, at either stage.
+/// Returns the call's audit line.
+async fn cancelled_over_http_while_the_hook_thinks(
+    stage: &str,
+    fast_path: bool,
+) -> serde_json::Value {
+    let work = Workdir::new("");
+    let hook_log = work.path("hook.log");
+    config(
+        &work,
+        &[(stage, "timeout_ms = 20000")],
+        &[
+            ("POLICY_DELAY_MS", &HOOK_DELAY_MS.to_string()),
+            ("POLICY_LOG", &hook_log.display().to_string()),
+        ],
+    );
+    if !fast_path {
+        let toml = std::fs::read_to_string(work.config()).unwrap();
+        std::fs::write(
+            work.config(),
+            format!("[gateway]\nfast_path = false\n{toml}"),
+        )
+        .unwrap();
+    }
+    let audit = work.path("audit.jsonl");
+    let gateway =
+        HttpGateway::start_with(&work, &["--audit-log", &audit.display().to_string()]).await;
+    let (client, _) = gateway.client().await;
+    let mut params = CallToolRequestParams::new("echo__echo");
+    params.arguments = json!({"text": "x"}).as_object().cloned();
+    let handle = client
+        .peer()
+        .send_request_with_option(
+            ClientRequest::CallToolRequest(CallToolRequest::new(params)),
+            PeerRequestOptions::no_options(),
+        )
+        .await
+        .expect("send tools/call");
+    wait_for_file(&hook_log, &format!("\"stage\":\"{stage}\""), STARTUP).await;
+    handle
+        .cancel(Some("the user changed their mind".into()))
+        .await
+        .expect("send notifications/cancelled");
+    // Under half the hook's delay: a call that waited for the hook's answer is not done yet.
+    let record = wait_for_file(
+        &audit,
+        "echo__echo",
+        Duration::from_millis(HOOK_DELAY_MS / 2),
+    )
+    .await;
+    let record: serde_json::Value =
+        serde_json::from_str(record.lines().next().expect("one line")).expect("a JSON line");
+    client.cancel().await.unwrap();
+    record
+}
+
+/// [`cancelled_over_http_while_the_hook_thinks`] for both stages and both `fast_path`
+/// settings at once.
+#[tokio::test]
+async fn a_client_cancel_over_http_ends_a_call_waiting_on_a_hook() {
+    let (pre_fast, pre_typed, post_fast, post_typed) = tokio::join!(
+        cancelled_over_http_while_the_hook_thinks("pre", true),
+        cancelled_over_http_while_the_hook_thinks("pre", false),
+        cancelled_over_http_while_the_hook_thinks("post", true),
+        cancelled_over_http_while_the_hook_thinks("post", false),
+    );
+    for (record, decision) in [
+        (pre_fast, "none"),
+        (pre_typed, "none"),
+        (post_fast, "allow"),
+        (post_typed, "allow"),
+    ] {
+        assert_eq!(record["outcome"], "CANCELLED", "{record}");
+        assert_eq!(record["decision"], decision, "{record}");
+        assert!(
+            record["duration_us"].as_u64().expect("a duration") < HOOK_DELAY_MS * 1000 / 2,
+            "{record}"
+        );
+    }
 }
