@@ -5,10 +5,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use rmcp::{
-    model::{CallToolRequest, CallToolRequestParams, ClientRequest, ServerResult},
-    service::PeerRequestOptions,
-};
+use rmcp::model::{CallToolRequestParams, ServerResult};
 use serde_json::{Value, json};
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -288,18 +285,12 @@ async fn masks_apply_inside_code() {
 async fn progress_names_each_finished_sub_call() {
     let work = workdir("mode = \"code\"", "");
     let (client, recorder) = stdio_client(&work).await;
-    let mut params = CallToolRequestParams::new("run_code");
-    params.arguments = json!({"code": "await tools.echo__echo({text: 'a'}); await tools.other__reverse({text: 'b'}); return 'done';"})
-        .as_object()
-        .cloned();
-    let handle = client
-        .peer()
-        .send_request_with_option(
-            ClientRequest::CallToolRequest(CallToolRequest::new(params)),
-            PeerRequestOptions::no_options(),
-        )
-        .await
-        .unwrap();
+    let handle = start_call(
+        &client,
+        "run_code",
+        json!({"code": "await tools.echo__echo({text: 'a'}); await tools.other__reverse({text: 'b'}); return 'done';"}),
+    )
+    .await;
     let token = handle.progress_token.clone();
     let response = tokio::time::timeout(LIMIT, handle.await_response())
         .await

@@ -5,10 +5,6 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use rmcp::{
-    model::{CallToolRequest, CallToolRequestParams, ClientRequest},
-    service::PeerRequestOptions,
-};
 use serde_json::json;
 
 /// echo_server (calls logged to `calls.log`) plus policy_hook hooks: `stages` is a list of
@@ -324,27 +320,13 @@ async fn the_size_cap_applies_after_post_hooks() {
 async fn cancelled_while_the_hook_thinks(stage: &str, fast_path: bool) -> usize {
     let work = Workdir::new("");
     let (hook_log, answers) = (work.path("hook.log"), work.path("answers.log"));
-    let (hook_log_env, answers_env) = (
-        hook_log.display().to_string(),
-        answers.display().to_string(),
-    );
-    config(
+    let answers_env = answers.display().to_string();
+    slow_hook_config(
         &work,
-        &[(stage, "timeout_ms = 20000")],
-        &[
-            ("POLICY_DELAY_MS", &HOOK_DELAY_MS.to_string()),
-            ("POLICY_LOG", &hook_log_env),
-            ("POLICY_ANSWER_LOG", &answers_env),
-        ],
+        stage,
+        fast_path,
+        &[("POLICY_ANSWER_LOG", &answers_env)],
     );
-    if !fast_path {
-        let toml = std::fs::read_to_string(work.config()).unwrap();
-        std::fs::write(
-            work.config(),
-            format!("[gateway]\nfast_path = false\n{toml}"),
-        )
-        .unwrap();
-    }
     let audit = work.path("audit.jsonl");
     let mut raw = RawStdio::start_with(&work, &["--audit-log", &audit.display().to_string()]).await;
     let call = |id: u64| {
@@ -399,6 +381,27 @@ async fn cancelled_while_the_hook_thinks(stage: &str, fast_path: bool) -> usize 
     upstream_calls(&work)
 }
 
+/// A policy_hook at `stage` that takes [`HOOK_DELAY_MS`] per request and logs each to
+/// `hook.log` (`env` more for it), with `fast_path` as given.
+fn slow_hook_config(work: &Workdir, stage: &str, fast_path: bool, env: &[(&str, &str)]) {
+    let delay = HOOK_DELAY_MS.to_string();
+    let log = work.path("hook.log").display().to_string();
+    let mut env = env.to_vec();
+    env.extend([
+        ("POLICY_DELAY_MS", delay.as_str()),
+        ("POLICY_LOG", log.as_str()),
+    ]);
+    config(work, &[(stage, "timeout_ms = 20000")], &env);
+    if !fast_path {
+        let toml = std::fs::read_to_string(work.config()).unwrap();
+        std::fs::write(
+            work.config(),
+            format!("[gateway]\nfast_path = false\n{toml}"),
+        )
+        .unwrap();
+    }
+}
+
 /// How long the slow hook of [`cancelled_while_the_hook_thinks`] takes per request.
 const HOOK_DELAY_MS: u64 = 4000;
 
@@ -445,36 +448,12 @@ async fn cancelled_over_http_while_the_hook_thinks(
 ) -> serde_json::Value {
     let work = Workdir::new("");
     let hook_log = work.path("hook.log");
-    config(
-        &work,
-        &[(stage, "timeout_ms = 20000")],
-        &[
-            ("POLICY_DELAY_MS", &HOOK_DELAY_MS.to_string()),
-            ("POLICY_LOG", &hook_log.display().to_string()),
-        ],
-    );
-    if !fast_path {
-        let toml = std::fs::read_to_string(work.config()).unwrap();
-        std::fs::write(
-            work.config(),
-            format!("[gateway]\nfast_path = false\n{toml}"),
-        )
-        .unwrap();
-    }
+    slow_hook_config(&work, stage, fast_path, &[]);
     let audit = work.path("audit.jsonl");
     let gateway =
         HttpGateway::start_with(&work, &["--audit-log", &audit.display().to_string()]).await;
     let (client, _) = gateway.client().await;
-    let mut params = CallToolRequestParams::new("echo__echo");
-    params.arguments = json!({"text": "x"}).as_object().cloned();
-    let handle = client
-        .peer()
-        .send_request_with_option(
-            ClientRequest::CallToolRequest(CallToolRequest::new(params)),
-            PeerRequestOptions::no_options(),
-        )
-        .await
-        .expect("send tools/call");
+    let handle = start_call(&client, "echo__echo", json!({"text": "x"})).await;
     wait_for_file(&hook_log, &format!("\"stage\":\"{stage}\""), STARTUP).await;
     handle
         .cancel(Some("the user changed their mind".into()))

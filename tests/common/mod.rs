@@ -25,10 +25,10 @@ use std::{
 use rmcp::{
     ClientHandler, RoleClient, ServiceExt,
     model::{
-        CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation,
-        ProgressNotificationParam,
+        CallToolRequest, CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig,
+        ClientRequest, Implementation, ProgressNotificationParam,
     },
-    service::{NotificationContext, RunningService},
+    service::{NotificationContext, PeerRequestOptions, RequestHandle, RunningService},
     transport::{StreamableHttpClientTransport, TokioChildProcess},
 };
 use tokio::{
@@ -340,6 +340,25 @@ pub async fn call(
     let mut params = CallToolRequestParams::new(name.to_owned());
     params.arguments = args.as_object().cloned();
     client.call_tool(params).await
+}
+
+/// Sends `tools/call` without waiting: the handle has the call's progress token, can cancel
+/// it, and waits for its answer.
+pub async fn start_call(
+    client: &Client,
+    name: &str,
+    args: serde_json::Value,
+) -> RequestHandle<RoleClient> {
+    let mut params = CallToolRequestParams::new(name.to_owned());
+    params.arguments = args.as_object().cloned();
+    client
+        .peer()
+        .send_request_with_option(
+            ClientRequest::CallToolRequest(CallToolRequest::new(params)),
+            PeerRequestOptions::no_options(),
+        )
+        .await
+        .expect("send tools/call")
 }
 
 /// The stable code of a failed result: `_meta["toolgate/error"].code`.
