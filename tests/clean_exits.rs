@@ -453,8 +453,7 @@ async fn after_stdin_eof_a_call_in_flight_is_cancelled_upstream_and_audited() {
     let cancels = std::fs::read_to_string(work.path("cancels.log")).unwrap_or_default();
     assert!(cancels.contains("cancelled sleep"), "{cancels:?}");
     let audit = std::fs::read_to_string(&audit).expect("the audit log");
-    let record: Value =
-        serde_json::from_str(audit.lines().next().expect("one line")).expect("a JSON line");
+    let record = first_json_line(&audit);
     assert_eq!(record["tool"], "echo__sleep", "{audit}");
     assert_eq!(record["outcome"], "SHUTTING_DOWN", "{audit}");
 }
@@ -586,8 +585,7 @@ async fn eof_during_a_long_call(grace: Duration, fast_path: bool) -> (Duration, 
     let exited = stopping.elapsed();
     assert_eq!(status.code(), Some(0), "fast_path = {fast_path}: {status}");
     let audit = std::fs::read_to_string(&audit).expect("the audit log");
-    let record: Value =
-        serde_json::from_str(audit.lines().next().expect("one line")).expect("a JSON line");
+    let record = first_json_line(&audit);
     assert_eq!(record["tool"], "echo__sleep", "{audit}");
     (exited, record)
 }
@@ -651,8 +649,7 @@ async fn cut_while_the_hook_thinks(stage: &str) -> String {
     assert_eq!(status.code(), Some(0), "{stage}: {status}");
 
     let audit = std::fs::read_to_string(&audit).expect("the audit log");
-    let record: Value =
-        serde_json::from_str(audit.lines().next().expect("one line")).expect("a JSON line");
+    let record = first_json_line(&audit);
     assert_eq!(record["tool"], "echo__echo", "{audit}");
     assert_eq!(record["outcome"], "SHUTTING_DOWN", "{audit}");
     // A pre hook had not decided; a post hook runs after the pre gates let the call through.

@@ -466,8 +466,7 @@ async fn audited_cancelled_at_once(audit: &std::path::Path, stage: &str) {
         Duration::from_millis(HOOK_DELAY_MS / 2),
     )
     .await;
-    let record: serde_json::Value =
-        serde_json::from_str(record.lines().next().expect("one line")).expect("a JSON line");
+    let record = first_json_line(&record);
     assert_eq!(record["outcome"], "CANCELLED", "{stage}: {record}");
     let decision = if stage == "pre" { "none" } else { "allow" };
     assert_eq!(record["decision"], decision, "{stage}: {record}");

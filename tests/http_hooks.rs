@@ -410,8 +410,7 @@ async fn a_client_cancel_abandons_the_http_hook_request() {
     )
     .await;
     let record = wait_for_file(&audit, "echo__echo", CALL_LIMIT).await;
-    let record: serde_json::Value =
-        serde_json::from_str(record.lines().next().expect("one line")).expect("a JSON line");
+    let record = first_json_line(&record);
     assert_eq!(record["outcome"], "CANCELLED", "{record}");
     assert_eq!(
         record["decision"], "none",
@@ -456,8 +455,7 @@ async fn the_cut_abandons_the_http_hook_request() {
         stopping.elapsed()
     );
     let record = std::fs::read_to_string(&audit).expect("the audit log");
-    let record: serde_json::Value =
-        serde_json::from_str(record.lines().next().expect("one line")).expect("a JSON line");
+    let record = first_json_line(&record);
     assert_eq!(record["outcome"], "SHUTTING_DOWN", "{record}");
     assert_eq!(
         record["decision"], "none",

@@ -342,6 +342,15 @@ pub async fn call(
     client.call_tool(params).await
 }
 
+/// The first line of `text` (an audit log's, say), parsed as JSON.
+pub fn first_json_line(text: &str) -> serde_json::Value {
+    let line = text
+        .lines()
+        .next()
+        .unwrap_or_else(|| panic!("no line in {text:?}"));
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}"))
+}
+
 /// Sends `tools/call` without waiting: the handle has the call's progress token, can cancel
 /// it, and waits for its answer.
 pub async fn start_call(
