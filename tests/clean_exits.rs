@@ -8,7 +8,9 @@
 //!   that outlasts the grace is cancelled upstream (echo_server's cancel log) and the gateway
 //!   exits soon after; a call arriving meanwhile gets `SHUTTING_DOWN`. Over stdio, stdin EOF
 //!   cancels a long call at the end of the grace, and its audit line is written. A call its
-//!   client cancelled before the cut is audited as the client's (`CANCELLED`).
+//!   client cancelled before the cut is audited as the client's (`CANCELLED`). The cut also
+//!   ends a call waiting on a hook or on the client's approval (`decision` `none` where no
+//!   pre gate had decided).
 //!
 //! Processes are found in `/proc` by a unique marker in their environment (Linux only).
 #![cfg(target_os = "linux")]
@@ -40,6 +42,11 @@ struct StdioGateway {
 impl StdioGateway {
     /// Starts `toolgate serve` (with `extra` arguments) and completes the MCP handshake.
     async fn start(work: &Workdir, extra: &[&str]) -> Self {
+        Self::start_as(work, extra, json!({})).await
+    }
+
+    /// Like [`StdioGateway::start`], the client declaring `capabilities`.
+    async fn start_as(work: &Workdir, extra: &[&str], capabilities: Value) -> Self {
         let mut child = tokio::process::Command::new(toolgate())
             .arg("--config")
             .arg(work.config())
@@ -59,7 +66,9 @@ impl StdioGateway {
             stdin,
             lines,
         };
-        gateway.send(&initialize_request(1)).await;
+        let mut initialize = initialize_request(1);
+        initialize["params"]["capabilities"] = capabilities;
+        gateway.send(&initialize).await;
         let answer = gateway.answer(1).await;
         assert!(answer.get("result").is_some(), "{answer}");
         gateway
@@ -98,6 +107,26 @@ impl StdioGateway {
         })
         .await
         .expect("toolgate answers in time")
+    }
+
+    /// The next request the gateway sends with `method`, skipping everything else.
+    async fn request(&mut self, method: &str) -> Value {
+        tokio::time::timeout(STARTUP, async {
+            loop {
+                let line = self
+                    .lines
+                    .next_line()
+                    .await
+                    .expect("read stdout")
+                    .expect("toolgate still running");
+                let message: Value = serde_json::from_str(&line).expect("JSON-RPC line");
+                if message["method"] == method && message.get("id").is_some() {
+                    return message;
+                }
+            }
+        })
+        .await
+        .expect("toolgate asks in time")
     }
 
     /// Sends `tools/call` without waiting for its answer.
@@ -663,4 +692,64 @@ async fn cut_while_the_hook_thinks(stage: &str) -> String {
         "{audit}"
     );
     std::fs::read_to_string(work.path("calls.log")).unwrap_or_default()
+}
+
+/// The cut during an approval: a pre hook asked, the gateway sent the client
+/// `elicitation/create`, and the client never answers. SIGTERM with no grace ends the call
+/// at once, answered and audited `SHUTTING_DOWN` with decision `none` (the approval was the
+/// gate still deciding), and the upstream never gets it.
+#[tokio::test]
+async fn the_cut_ends_a_call_waiting_for_an_approval() {
+    let work = Workdir::new("");
+    draining_config(&work, 0);
+    let hook = format!(
+        "[[hooks]]\nstage = \"pre\"\ncommand = [\"env\", \"POLICY_ASK=echo__echo\", {}]\n",
+        toml_string(&example("policy_hook").display().to_string())
+    );
+    let mut config = std::fs::read_to_string(work.config()).expect("the config");
+    config.push_str(&hook);
+    std::fs::write(work.config(), config).expect("write config");
+    let audit = work.path("audit.jsonl");
+    let mut gateway = StdioGateway::start_as(
+        &work,
+        &["--audit-log", &audit.display().to_string()],
+        json!({"elicitation": {}}),
+    )
+    .await;
+    gateway
+        .start_call(2, "echo__echo", json!({"text": "x"}))
+        .await;
+    let asked = gateway.request("elicitation/create").await;
+    assert!(
+        asked["params"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("needs a human")),
+        "{asked}"
+    );
+
+    let cut = Instant::now();
+    signal(gateway.pid(), "TERM");
+    let answer = gateway.answer(2).await;
+    assert!(
+        cut.elapsed() < Duration::from_secs(3),
+        "answered {:?} after the signal",
+        cut.elapsed()
+    );
+    assert_eq!(
+        answer["result"]["_meta"]["toolgate/error"]["code"], "SHUTTING_DOWN",
+        "{answer}"
+    );
+    let status = gateway.exit_within(MARGIN).await;
+    assert_eq!(status.code(), Some(0), "{status}");
+
+    let audit = std::fs::read_to_string(&audit).expect("the audit log");
+    let record = first_json_line(&audit);
+    assert_eq!(record["tool"], "echo__echo", "{audit}");
+    assert_eq!(record["outcome"], "SHUTTING_DOWN", "{audit}");
+    assert_eq!(record["decision"], "none", "{audit}");
+    let upstream = std::fs::read_to_string(work.path("calls.log")).unwrap_or_default();
+    assert!(
+        !upstream.contains("\"echo\""),
+        "sent upstream after the cut: {upstream}"
+    );
 }

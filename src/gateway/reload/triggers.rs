@@ -78,8 +78,13 @@ pub async fn follow(
     watch: bool,
     stop: CancellationToken,
 ) {
-    // What the running configuration was read from (as near as a stat can tell).
-    let mut applied = stamp(&path).await;
+    // What the running configuration was read from (as near as a stat can tell). Only
+    // `--watch` compares stamps; without it no stat is taken, since each one starts a tokio
+    // blocking thread that `serve`, on one thread (README), would otherwise not have.
+    let mut applied = match watch {
+        true => stamp(&path).await,
+        false => Stamp(None),
+    };
     // A change seen at the last poll, applied if the next one sees the same.
     let mut settling: Option<Stamp> = None;
     let mut polls = tokio::time::interval(POLL);
@@ -107,7 +112,9 @@ pub async fn follow(
             () = hangup.recv() => {
                 tracing::info!("SIGHUP: reloading {}", path.display());
                 settling = None;
-                applied = stamp(&path).await;
+                if watch {
+                    applied = stamp(&path).await;
+                }
             }
             // Time to look at the file.
             () = poll => {

@@ -1,0 +1,103 @@
+//! `serve` runs on one thread, over stdio and over HTTP: after calls, the process has no
+//! thread but its main one. `TOKIO_WORKER_THREADS=N` gives it tokio's pool of N workers.
+//!
+//! Threads are read from `/proc/PID/task` (Linux only). tokio names its workers and its
+//! blocking threads alike (`tokio-rt-worker`), so a blocking thread started by a stat, a DNS
+//! lookup or a file read on the serving path would show here as one thread too many.
+#![cfg(target_os = "linux")]
+
+mod common;
+
+use std::{process::Stdio, time::Duration};
+
+use common::*;
+use rmcp::{ServiceExt, transport::TokioChildProcess};
+use serde_json::json;
+
+/// The name of each thread of process `pid`.
+fn thread_names(pid: u32) -> Vec<String> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the gateway's threads");
+    let mut names: Vec<String> = tasks
+        .map(|task| {
+            let comm = task.expect("a thread").path().join("comm");
+            // A thread that ended since the listing has no `comm` left.
+            std::fs::read_to_string(comm)
+                .map(|name| name.trim_end().to_owned())
+                .unwrap_or_default()
+        })
+        .filter(|name| !name.is_empty())
+        .collect();
+    names.sort();
+    names
+}
+
+/// A few calls through `client`, so that every part of a call has run at least once.
+async fn calls(client: &Client) {
+    for n in 0..5 {
+        let text = format!("call {n}");
+        let result = call(client, "echo__echo", json!({ "text": text }))
+            .await
+            .expect("tools/call answered");
+        assert_eq!(common::text(&result), text);
+    }
+}
+
+#[tokio::test]
+async fn serve_over_stdio_runs_on_its_main_thread_alone() {
+    let work = two_servers();
+    let mut command = tokio::process::Command::new(toolgate());
+    command.arg("--config").arg(work.config()).arg("serve");
+    let (transport, _stderr) = TokioChildProcess::builder(command)
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn toolgate");
+    let pid = transport.id().expect("the gateway's pid");
+    let recorder = Recorder::default();
+    let client = recorder
+        .serve(transport)
+        .await
+        .expect("MCP handshake with toolgate over stdio");
+    calls(&client).await;
+    assert_eq!(thread_names(pid), ["toolgate"]);
+}
+
+#[tokio::test]
+async fn serve_over_http_runs_on_its_main_thread_alone() {
+    let work = two_servers();
+    let gateway = HttpGateway::start(&work).await;
+    let (client, _) = gateway.client().await;
+    calls(&client).await;
+    let pid = gateway.child.id().expect("the gateway's pid");
+    assert_eq!(thread_names(pid), ["toolgate"]);
+}
+
+#[tokio::test]
+async fn tokio_worker_threads_gives_serve_a_pool() {
+    let work = two_servers();
+    let mut command = tokio::process::Command::new(toolgate());
+    command
+        .arg("--config")
+        .arg(work.config())
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .env("TOKIO_WORKER_THREADS", "3");
+    let gateway = HttpGateway::launch(command).await;
+    let (client, _) = gateway.client().await;
+    calls(&client).await;
+    let pid = gateway.child.id().expect("the gateway's pid");
+    // The workers start with the runtime and stay; give a slow machine a moment to list
+    // them all the same.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let names = thread_names(pid);
+        let workers = names.iter().filter(|n| *n == "tokio-rt-worker").count();
+        if workers == 3 && names.len() == 4 {
+            assert!(names.contains(&"toolgate".to_owned()), "{names:?}");
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "threads with TOKIO_WORKER_THREADS=3: {names:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
