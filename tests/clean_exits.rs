@@ -129,6 +129,24 @@ impl StdioGateway {
         .expect("toolgate asks in time")
     }
 
+    /// Sends `signal_name` and returns the answer to request `id`, which must come within 3 s
+    /// and say `SHUTTING_DOWN`.
+    async fn cut_by(&mut self, signal_name: &str, id: u64) -> Value {
+        let sent = Instant::now();
+        signal(self.pid(), signal_name);
+        let answer = self.answer(id).await;
+        assert!(
+            sent.elapsed() < Duration::from_secs(3),
+            "answered {:?} after SIG{signal_name}",
+            sent.elapsed()
+        );
+        assert_eq!(
+            answer["result"]["_meta"]["toolgate/error"]["code"], "SHUTTING_DOWN",
+            "{answer}"
+        );
+        answer
+    }
+
     /// Sends `tools/call` without waiting for its answer.
     async fn start_call(&mut self, id: u64, tool: &str, arguments: Value) {
         self.send(&call_request(id, tool, arguments)).await;
@@ -550,18 +568,7 @@ async fn a_second_signal_cuts_the_calls_in_flight_at_once() {
         "{refused}"
     );
 
-    let hurried = Instant::now();
-    signal(gateway.pid(), "TERM");
-    let answer = gateway.answer(2).await;
-    assert!(
-        hurried.elapsed() < Duration::from_secs(3),
-        "answered {:?} after the second signal",
-        hurried.elapsed()
-    );
-    assert_eq!(
-        answer["result"]["_meta"]["toolgate/error"]["code"], "SHUTTING_DOWN",
-        "{answer}"
-    );
+    let answer = gateway.cut_by("TERM", 2).await;
     let text = result_text(&answer);
     assert!(text.contains("by a second stop signal"), "{answer}");
     assert!(!text.contains("at the end of"), "{answer}");
@@ -727,18 +734,7 @@ async fn the_cut_ends_a_call_waiting_for_an_approval() {
         "{asked}"
     );
 
-    let cut = Instant::now();
-    signal(gateway.pid(), "TERM");
-    let answer = gateway.answer(2).await;
-    assert!(
-        cut.elapsed() < Duration::from_secs(3),
-        "answered {:?} after the signal",
-        cut.elapsed()
-    );
-    assert_eq!(
-        answer["result"]["_meta"]["toolgate/error"]["code"], "SHUTTING_DOWN",
-        "{answer}"
-    );
+    gateway.cut_by("TERM", 2).await;
     let status = gateway.exit_within(MARGIN).await;
     assert_eq!(status.code(), Some(0), "{status}");
 
