@@ -91,26 +91,18 @@ impl StdioGateway {
 
     /// The answer to request `id`, skipping everything else.
     async fn answer(&mut self, id: u64) -> Value {
-        tokio::time::timeout(STARTUP, async {
-            loop {
-                let line = self
-                    .lines
-                    .next_line()
-                    .await
-                    .expect("read stdout")
-                    .expect("toolgate still running");
-                let message: Value = serde_json::from_str(&line).expect("JSON-RPC line");
-                if message["id"] == json!(id) && message.get("method").is_none() {
-                    return message;
-                }
-            }
-        })
-        .await
-        .expect("toolgate answers in time")
+        self.next_where(|m| m["id"] == json!(id) && m.get("method").is_none())
+            .await
     }
 
     /// The next request the gateway sends with `method`, skipping everything else.
     async fn request(&mut self, method: &str) -> Value {
+        self.next_where(|m| m["method"] == method && m.get("id").is_some())
+            .await
+    }
+
+    /// The next message on stdout that `wanted` picks, skipping everything else.
+    async fn next_where(&mut self, wanted: impl Fn(&Value) -> bool) -> Value {
         tokio::time::timeout(STARTUP, async {
             loop {
                 let line = self
@@ -120,13 +112,13 @@ impl StdioGateway {
                     .expect("read stdout")
                     .expect("toolgate still running");
                 let message: Value = serde_json::from_str(&line).expect("JSON-RPC line");
-                if message["method"] == method && message.get("id").is_some() {
+                if wanted(&message) {
                     return message;
                 }
             }
         })
         .await
-        .expect("toolgate asks in time")
+        .expect("toolgate sends it in time")
     }
 
     /// Sends `signal_name` and returns the answer to request `id`, which must come within 3 s
