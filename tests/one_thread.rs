@@ -1,5 +1,6 @@
-//! `serve` runs on one thread, over stdio and over HTTP: after calls, the process has no
-//! thread but its main one. `TOKIO_WORKER_THREADS=N` gives it tokio's pool of N workers.
+//! `serve` runs on one thread, over stdio (pipes, as here) and over HTTP: after calls, the
+//! process has no thread but its main one. `TOKIO_WORKER_THREADS=N` gives it tokio's pool
+//! of N workers.
 //!
 //! Threads are read from `/proc/PID/task` (Linux only). tokio names its workers and its
 //! blocking threads alike (`tokio-rt-worker`), so a blocking thread started by a stat, a DNS
@@ -13,6 +14,36 @@ use std::{process::Stdio, time::Duration};
 use common::*;
 use rmcp::{ServiceExt, transport::TokioChildProcess};
 use serde_json::json;
+
+/// Environment the gateway would inherit from the test's that gives it threads of its own:
+/// tokio's pool, or OTLP export's.
+const THREAD_VARS: [&str; 3] = [
+    "TOKIO_WORKER_THREADS",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+];
+
+/// `toolgate serve` with `args` and none of [`THREAD_VARS`].
+fn serve(work: &Workdir, args: &[&str]) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(toolgate());
+    command
+        .arg("--config")
+        .arg(work.config())
+        .arg("serve")
+        .args(args);
+    for var in THREAD_VARS {
+        command.env_remove(var);
+    }
+    command
+}
+
+/// The main thread's name: the binary's file name, cut to 15 bytes by Linux (not always
+/// `toolgate`: `TEST_TOOLGATE_BIN` may name another build).
+fn main_thread() -> String {
+    let path = toolgate();
+    let name = path.file_name().expect("a file name").to_string_lossy();
+    name.bytes().take(15).map(char::from).collect()
+}
 
 /// The name of each thread of process `pid`.
 fn thread_names(pid: u32) -> Vec<String> {
@@ -45,9 +76,7 @@ async fn calls(client: &Client) {
 #[tokio::test]
 async fn serve_over_stdio_runs_on_its_main_thread_alone() {
     let work = two_servers();
-    let mut command = tokio::process::Command::new(toolgate());
-    command.arg("--config").arg(work.config()).arg("serve");
-    let (transport, _stderr) = TokioChildProcess::builder(command)
+    let (transport, _stderr) = TokioChildProcess::builder(serve(&work, &[]))
         .stderr(Stdio::inherit())
         .spawn()
         .expect("spawn toolgate");
@@ -58,28 +87,24 @@ async fn serve_over_stdio_runs_on_its_main_thread_alone() {
         .await
         .expect("MCP handshake with toolgate over stdio");
     calls(&client).await;
-    assert_eq!(thread_names(pid), ["toolgate"]);
+    assert_eq!(thread_names(pid), [main_thread()]);
 }
 
 #[tokio::test]
 async fn serve_over_http_runs_on_its_main_thread_alone() {
     let work = two_servers();
-    let gateway = HttpGateway::start(&work).await;
+    let gateway = HttpGateway::launch(serve(&work, &["--http", "127.0.0.1:0"])).await;
     let (client, _) = gateway.client().await;
     calls(&client).await;
     let pid = gateway.child.id().expect("the gateway's pid");
-    assert_eq!(thread_names(pid), ["toolgate"]);
+    assert_eq!(thread_names(pid), [main_thread()]);
 }
 
 #[tokio::test]
 async fn tokio_worker_threads_gives_serve_a_pool() {
     let work = two_servers();
-    let mut command = tokio::process::Command::new(toolgate());
-    command
-        .arg("--config")
-        .arg(work.config())
-        .args(["serve", "--http", "127.0.0.1:0"])
-        .env("TOKIO_WORKER_THREADS", "3");
+    let mut command = serve(&work, &["--http", "127.0.0.1:0"]);
+    command.env("TOKIO_WORKER_THREADS", "3");
     let gateway = HttpGateway::launch(command).await;
     let (client, _) = gateway.client().await;
     calls(&client).await;
@@ -91,7 +116,7 @@ async fn tokio_worker_threads_gives_serve_a_pool() {
         let names = thread_names(pid);
         let workers = names.iter().filter(|n| *n == "tokio-rt-worker").count();
         if workers == 3 && names.len() == 4 {
-            assert!(names.contains(&"toolgate".to_owned()), "{names:?}");
+            assert!(names.contains(&main_thread()), "{names:?}");
             break;
         }
         assert!(
