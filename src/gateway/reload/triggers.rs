@@ -79,8 +79,8 @@ pub async fn follow(
     stop: CancellationToken,
 ) {
     // What the running configuration was read from (as near as a stat can tell). Only
-    // `--watch` compares stamps; without it no stat is taken, since each one starts a tokio
-    // blocking thread that `serve`, on one thread (README), would otherwise not have.
+    // `--watch` compares stamps; without it no stat is taken: each runs on one of tokio's
+    // blocking threads, which `serve`, on one thread (README), would otherwise not need.
     let mut applied = match watch {
         true => stamp(&path).await,
         false => Stamp(None),
