@@ -1,6 +1,6 @@
 //! `serve` runs on one thread, over stdio (pipes, as here) and over HTTP: after calls, the
 //! process has no thread but its main one. `TOKIO_WORKER_THREADS=N` gives it tokio's pool
-//! of N workers.
+//! of N workers; `--audit-log` adds its writer, `--watch` a blocking thread for its polls.
 //!
 //! Threads are read from `/proc/PID/task` (Linux only). tokio names its workers and its
 //! blocking threads alike (`tokio-rt-worker`), so a blocking thread started by a stat, a DNS
@@ -73,21 +73,41 @@ async fn calls(client: &Client) {
     }
 }
 
-#[tokio::test]
-async fn serve_over_stdio_runs_on_its_main_thread_alone() {
-    let work = two_servers();
-    let (transport, _stderr) = TokioChildProcess::builder(serve(&work, &[]))
+/// `toolgate serve` over stdio with `args`, after [`calls`]: the client (to keep the
+/// gateway running) and the gateway's pid.
+async fn stdio_after_calls(work: &Workdir, args: &[&str]) -> (Client, u32) {
+    let (transport, _stderr) = TokioChildProcess::builder(serve(work, args))
         .stderr(Stdio::inherit())
         .spawn()
         .expect("spawn toolgate");
     let pid = transport.id().expect("the gateway's pid");
-    let recorder = Recorder::default();
-    let client = recorder
+    let client = Recorder::default()
         .serve(transport)
         .await
         .expect("MCP handshake with toolgate over stdio");
     calls(&client).await;
+    (client, pid)
+}
+
+#[tokio::test]
+async fn serve_over_stdio_runs_on_its_main_thread_alone() {
+    let work = two_servers();
+    let (_client, pid) = stdio_after_calls(&work, &[]).await;
     assert_eq!(thread_names(pid), [main_thread()]);
+}
+
+/// README names the threads options bring: `--audit-log` its writer, `--watch` one of
+/// tokio's blocking threads for its polls of the config file.
+#[tokio::test]
+async fn audit_log_and_watch_bring_their_own_threads() {
+    let work = two_servers();
+    let audit = work.path("audit.jsonl").display().to_string();
+    let (_client, pid) = stdio_after_calls(&work, &["--audit-log", &audit]).await;
+    threads_become(pid, &[&main_thread(), "toolgate-audit"]).await;
+
+    // The first stat is taken at start, and the thread stays while polls come every 500 ms.
+    let (_client, pid) = stdio_after_calls(&work, &["--watch"]).await;
+    threads_become(pid, &[&main_thread(), WORKER]).await;
 }
 
 #[tokio::test]
@@ -109,20 +129,24 @@ async fn tokio_worker_threads_gives_serve_a_pool() {
     let (client, _) = gateway.client().await;
     calls(&client).await;
     let pid = gateway.child.id().expect("the gateway's pid");
-    // The workers start with the runtime and stay; give a slow machine a moment to list
-    // them all the same.
+    threads_become(pid, &[&main_thread(), WORKER, WORKER, WORKER]).await;
+}
+
+/// What tokio names its workers and its blocking threads.
+const WORKER: &str = "tokio-rt-worker";
+
+/// Waits (at most 5 s) until process `pid`'s threads are named `expected`, in any order: a
+/// thread started by a task the runtime has yet to poll may take a moment on a slow machine.
+async fn threads_become(pid: u32, expected: &[&str]) {
+    let mut expected: Vec<String> = expected.iter().map(|n| n.to_string()).collect();
+    expected.sort();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     loop {
         let names = thread_names(pid);
-        let workers = names.iter().filter(|n| *n == "tokio-rt-worker").count();
-        if workers == 3 && names.len() == 4 {
-            assert!(names.contains(&main_thread()), "{names:?}");
-            break;
+        if names == expected || tokio::time::Instant::now() >= deadline {
+            assert_eq!(names, expected);
+            return;
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "threads with TOKIO_WORKER_THREADS=3: {names:?}"
-        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
