@@ -177,8 +177,9 @@ type Client = RunningService<RoleClient, ()>;
 struct Session {
     client: Client,
     pid: u32,
-    /// Only for a gateway served over HTTP: the process, killed at the end.
-    http_child: Option<tokio::process::Child>,
+    /// The process, killed at the end, when the client's transport does not own it (over
+    /// HTTP, and over socket pairs).
+    child: Option<tokio::process::Child>,
 }
 
 impl Session {
@@ -188,7 +189,7 @@ impl Session {
 
     async fn close(self) {
         let _ = self.client.cancel().await;
-        if let Some(mut child) = self.http_child {
+        if let Some(mut child) = self.child {
             let _ = child.kill().await;
         }
     }
@@ -217,7 +218,48 @@ async fn stdio_session(
     Ok(Session {
         client,
         pid,
-        http_child: None,
+        child: None,
+    })
+}
+
+/// Connects to `command` over a socket pair for each of its stdin and stdout, as Node's
+/// `child_process` gives its children (so the TypeScript SDK's stdio client, and the desktop
+/// clients and editors built on Node); its stderr goes to `log`.
+async fn socket_session(
+    mut command: tokio::process::Command,
+    log: &Path,
+) -> anyhow::Result<Session> {
+    use std::os::{fd::OwnedFd, unix::net::UnixStream};
+    let (to_child, child_in) = UnixStream::pair()?;
+    let (from_child, child_out) = UnixStream::pair()?;
+    command
+        .env_remove("RUST_LOG")
+        .stdin(OwnedFd::from(child_in))
+        .stdout(OwnedFd::from(child_out))
+        .stderr(std::fs::File::create(log)?)
+        .kill_on_drop(true);
+    let child = command.spawn().context("cannot spawn the server")?;
+    // The child's ends leave this process with the command, so that the child's exit
+    // reads as the end of its stdout here.
+    drop(command);
+    let pid = child.id().context("child has no pid")?;
+    to_child.set_nonblocking(true)?;
+    from_child.set_nonblocking(true)?;
+    let transport = (
+        tokio::net::UnixStream::from_std(from_child)?,
+        tokio::net::UnixStream::from_std(to_child)?,
+    );
+    let client = ().serve(transport).await.with_context(|| {
+        format!(
+            "MCP handshake over socket pairs failed; its stderr: {}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        )
+    })?;
+    no_cache(&client).await;
+    Ok(Session {
+        client,
+        pid,
+        child: Some(child),
     })
 }
 
@@ -245,6 +287,14 @@ async fn gateway_stdio(env: &Env, config: &Path, tag: &str) -> anyhow::Result<Se
     let mut command = tokio::process::Command::new(&env.toolgate);
     command.arg("--config").arg(config).arg("serve");
     stdio_session(command, &env.dir.path().join(format!("{tag}.log"))).await
+}
+
+/// `toolgate --config CONFIG serve` on stdio, its stdin and stdout socket pairs as Node
+/// spawns it.
+async fn gateway_sockets(env: &Env, config: &Path, tag: &str) -> anyhow::Result<Session> {
+    let mut command = tokio::process::Command::new(&env.toolgate);
+    command.arg("--config").arg(config).arg("serve");
+    socket_session(command, &env.dir.path().join(format!("{tag}.log"))).await
 }
 
 /// `toolgate --config CONFIG serve --http 127.0.0.1:0`, and a client of it.
@@ -315,7 +365,7 @@ async fn http_session(mut command: tokio::process::Command, name: &str) -> anyho
     Ok(Session {
         client,
         pid,
-        http_child: Some(child),
+        child: Some(child),
     })
 }
 
@@ -496,12 +546,13 @@ async fn soak(env: &Env, seconds: u64, callers: usize, via: Via) -> anyhow::Resu
     let one = env.echo_servers("one.toml", 1, &[])?;
     let route = match via {
         Via::Stdio => Route::through("soak", gateway_stdio(env, &one, "soak").await?)?,
+        Via::Sockets => Route::through("soak", gateway_sockets(env, &one, "soak").await?)?,
         Via::Http => Route::through("soak", gateway_http(env, &one).await?)?,
         Via::Forwarder => Route::forwarder(env, false).await?,
     };
     let middle = match via {
         Via::Forwarder => "forwarder",
-        Via::Stdio | Via::Http => "toolgate",
+        Via::Stdio | Via::Sockets | Via::Http => "toolgate",
     };
     eprintln!(
         "{middle} pid {} upstream pid {}",
@@ -542,7 +593,7 @@ async fn soak(env: &Env, seconds: u64, callers: usize, via: Via) -> anyhow::Resu
     Ok(())
 }
 
-const USAGE: &str = "usage: bench [--quick] [--memory] [--client-workers N] [--soak SECS [--callers N] [--http | --forwarder]]\n\
+const USAGE: &str = "usage: bench [--quick] [--memory] [--client-workers N] [--soak SECS [--callers N] [--sockets | --http | --forwarder]]\n\
     Run after `cargo build --release --bin toolgate --examples`, as\n\
     `cargo run --release --example bench [-- --quick]`.\n\
     --quick        a few iterations of everything (CI smoke run; noisy numbers)\n\
@@ -551,6 +602,7 @@ const USAGE: &str = "usage: bench [--quick] [--memory] [--client-workers N] [--s
     \x20              current-thread runtime, which leaves the 2 cores to the servers)\n\
     --soak SECS    only call through toolgate (stdio) for SECS seconds, for profiling;\n\
     \x20              prints the pids first (default 16 callers; --callers 1 = sequential;\n\
+    \x20              --sockets: its stdin and stdout socket pairs, as Node spawns it;\n\
     \x20              --http: through `serve --http` instead; --forwarder: through\n\
     \x20              `examples/forwarder.rs`, which reads nothing)\n\
     BENCH_TOOLGATE=PATH runs that gateway binary (or wrapper script) instead of\n\
@@ -563,6 +615,8 @@ const USAGE: &str = "usage: bench [--quick] [--memory] [--client-workers N] [--s
 enum Via {
     /// `toolgate serve` on stdio.
     Stdio,
+    /// `toolgate serve` on stdio, its stdin and stdout socket pairs (as Node spawns it).
+    Sockets,
     /// `toolgate serve --http`.
     Http,
     /// `examples/forwarder.rs` (1 thread, epoll).
@@ -608,6 +662,7 @@ fn parse_args() -> anyhow::Result<Option<Args>> {
             "--client-workers" => parsed.client_workers = number(&arg)? as usize,
             "--soak" => parsed.soak_for = Some(number(&arg)?),
             "--callers" => parsed.callers = number(&arg)?.max(1) as usize,
+            "--sockets" => parsed.via = Via::Sockets,
             "--http" => parsed.via = Via::Http,
             "--forwarder" => parsed.via = Via::Forwarder,
             "--memory" => parsed.memory_only = true,

@@ -78,7 +78,8 @@
 //! It all runs in the call's `tools/call` span ([`telemetry`]), whose context reaches
 //! hooks and the upstream as `traceparent`.
 //!
-//! The fast path of the same call over stdio: the client's lines are read by a task of their
+//! The fast path of the same call over stdio: the client's lines (stdin a pipe, or a socket as
+//! Node gives, both read through the reactor: [`downstream::stdio`]) are read by a task of their
 //! own, where [`downstream::fast`] takes the `tools/call` line before rmcp decodes it (rmcp's
 //! service loop wakes only for the lines it is to decode) → [`pipeline::Pipeline::execute_answer`]
 //! runs the same stages → [`upstream::Upstream::call_raw`] writes the request on the stdio

@@ -1,6 +1,7 @@
-//! `serve` runs on one thread, over stdio (pipes, as here) and over HTTP: after calls, the
-//! process has no thread but its main one. `TOKIO_WORKER_THREADS=N` gives it tokio's pool
-//! of N workers; `--audit-log` adds its writer, `--watch` a blocking thread for its polls.
+//! `serve` runs on one thread, over stdio (pipes, or socket pairs as Node gives) and over
+//! HTTP: after calls, the process has no thread but its main one. `TOKIO_WORKER_THREADS=N`
+//! gives it tokio's pool of N workers; `--audit-log` adds its writer, `--watch` a blocking
+//! thread for its polls.
 //!
 //! Threads are read from `/proc/PID/task` (Linux only). tokio names its workers and its
 //! blocking threads alike (`tokio-rt-worker`), so a blocking thread started by a stat, a DNS
@@ -94,6 +95,16 @@ async fn serve_over_stdio_runs_on_its_main_thread_alone() {
     let work = two_servers();
     let (_client, pid) = stdio_after_calls(&work, &[]).await;
     assert_eq!(thread_names(pid), [main_thread()]);
+}
+
+/// Node's clients give stdin and stdout as socket pairs, not pipes: read and written on the
+/// main thread too.
+#[tokio::test]
+async fn serve_over_socket_pairs_runs_on_its_main_thread_alone() {
+    let work = two_servers();
+    let gateway = SocketGateway::launch(serve(&work, &[]), Sockets::Pairs).await;
+    calls(&gateway.client).await;
+    assert_eq!(thread_names(gateway.pid()), [main_thread()]);
 }
 
 /// README names the threads options bring: `--audit-log` its writer, `--watch` one of

@@ -37,6 +37,12 @@ pub(super) async fn call_benchmarks(env: &Env, plan: &Plan, floor: f64) -> anyho
         Route::forwarder(env, true).await?,
         // What HTTP costs without a gateway: echo_server on rmcp's HTTP server.
         Route::direct_http(env).await?,
+        // Over stdio as Node's clients spawn toolgate: a socket pair for each of stdin and
+        // stdout, not pipes.
+        Route::through(
+            "client → toolgate (stdio, socket pairs as Node spawns it) → echo_server",
+            gateway_sockets(env, &one, "gateway-sockets").await?,
+        )?,
     ];
 
     // Latency: warm up each path, then interleave blocks so that drift in background load
@@ -221,6 +227,13 @@ pub(super) async fn call_benchmarks(env: &Env, plan: &Plan, floor: f64) -> anyho
         rates[2] / rates[7],
         us(cpu[7].1) / calls as f64,
         us(client_cpu[7]) / calls as f64
+    );
+    println!(
+        "- stdio over socket pairs (as Node's clients spawn toolgate) in the same run: added \
+         p50 {:.0} µs, {:.2}× direct throughput, {:.1} µs CPU/call at {CALLERS} in flight",
+        us(stats[8].pct(50.0)) - us(direct_p50),
+        rates[8] / rates[0],
+        cpu_per_call(8)
     );
 
     for path in paths {

@@ -13,6 +13,8 @@ use tokio_util::sync::CancellationToken;
 use super::{GatewayService, fast::FastPath, guard::Guarded, lines::Lines};
 use crate::{config::ProfileName, gateway::Gateway};
 
+mod streams;
+
 /// Serves `profile` until the client closes stdin, `stop` fires (after a signal, once the
 /// calls in flight are drained), or the session fails. The caller has checked that `profile`
 /// exists.
@@ -28,8 +30,9 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     let service = GatewayService::new(gateway.clone(), profile);
     let fast_path = gateway.config().fast_path;
-    // Non-blocking pipes: the blocking `stdio()` costs a thread hand-off per message.
-    let (stdin, stdout) = rmcp::transport::stdio_pipes();
+    // Pipes and sockets without blocking: the blocking `stdio()` costs a thread hand-off per
+    // message.
+    let (stdin, stdout) = streams::open();
     let client_gone = CancellationToken::new();
     let stdin = EofSignal {
         inner: stdin,

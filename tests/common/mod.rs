@@ -207,6 +207,63 @@ pub async fn stdio_client_with(work: &Workdir, extra: &[&str]) -> (Client, Recor
     (client, recorder)
 }
 
+/// How a [`SocketGateway`]'s stdin and stdout are sockets.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Sockets {
+    /// A socket pair for each, as Node's `child_process` gives its children (so the
+    /// TypeScript SDK's stdio client, and the clients built on Node).
+    Pairs,
+    /// One socket for both, as an inetd-style launcher (or `socat`) gives it.
+    One,
+}
+
+/// `toolgate serve` (over stdio) whose stdin and stdout are sockets; killed on drop.
+pub struct SocketGateway {
+    pub child: tokio::process::Child,
+    pub client: Client,
+}
+
+impl SocketGateway {
+    /// Starts `command` (`toolgate … serve`) with `sockets` for its stdin and stdout, and
+    /// says hello as a [`Recorder`].
+    pub async fn launch(mut command: tokio::process::Command, sockets: Sockets) -> Self {
+        use std::os::{fd::OwnedFd, unix::net::UnixStream};
+        let (to_child, child_in) = UnixStream::pair().expect("a socket pair");
+        let (from_child, child_out) = match sockets {
+            Sockets::Pairs => UnixStream::pair().expect("a socket pair"),
+            Sockets::One => (
+                to_child.try_clone().expect("a duplicate socket"),
+                child_in.try_clone().expect("a duplicate socket"),
+            ),
+        };
+        command
+            .stdin(OwnedFd::from(child_in))
+            .stdout(OwnedFd::from(child_out))
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true);
+        let child = command.spawn().expect("spawn toolgate");
+        // The child's ends leave this process, so that the gateway's exit ends what is read
+        // here, and the client's end of its stdin is the only one.
+        drop(command);
+        for end in [&to_child, &from_child] {
+            end.set_nonblocking(true).expect("a non-blocking socket");
+        }
+        let transport = (
+            tokio::net::UnixStream::from_std(from_child).expect("a tokio socket"),
+            tokio::net::UnixStream::from_std(to_child).expect("a tokio socket"),
+        );
+        let client = Recorder::default()
+            .serve(transport)
+            .await
+            .expect("MCP handshake with toolgate over sockets");
+        Self { child, client }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("the gateway's pid")
+    }
+}
+
 /// A `toolgate serve --http 127.0.0.1:0` process; killed on drop.
 pub struct HttpGateway {
     pub child: tokio::process::Child,
