@@ -226,34 +226,10 @@ pub struct SocketGateway {
 impl SocketGateway {
     /// Starts `command` (`toolgate … serve`) with `sockets` for its stdin and stdout, and
     /// says hello as a [`Recorder`].
-    pub async fn launch(mut command: tokio::process::Command, sockets: Sockets) -> Self {
-        use std::os::{fd::OwnedFd, unix::net::UnixStream};
-        let (to_child, child_in) = UnixStream::pair().expect("a socket pair");
-        let (from_child, child_out) = match sockets {
-            Sockets::Pairs => UnixStream::pair().expect("a socket pair"),
-            Sockets::One => (
-                to_child.try_clone().expect("a duplicate socket"),
-                child_in.try_clone().expect("a duplicate socket"),
-            ),
-        };
-        command
-            .stdin(OwnedFd::from(child_in))
-            .stdout(OwnedFd::from(child_out))
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true);
-        let child = command.spawn().expect("spawn toolgate");
-        // The child's ends leave this process, so that the gateway's exit ends what is read
-        // here, and the client's end of its stdin is the only one.
-        drop(command);
-        for end in [&to_child, &from_child] {
-            end.set_nonblocking(true).expect("a non-blocking socket");
-        }
-        let transport = (
-            tokio::net::UnixStream::from_std(from_child).expect("a tokio socket"),
-            tokio::net::UnixStream::from_std(to_child).expect("a tokio socket"),
-        );
+    pub async fn launch(command: tokio::process::Command, sockets: Sockets) -> Self {
+        let (child, from_child, to_child) = spawn_on_sockets(command, sockets);
         let client = Recorder::default()
-            .serve(transport)
+            .serve((from_child, to_child))
             .await
             .expect("MCP handshake with toolgate over sockets");
         Self { child, client }
@@ -262,6 +238,41 @@ impl SocketGateway {
     pub fn pid(&self) -> u32 {
         self.child.id().expect("the gateway's pid")
     }
+}
+
+/// Starts `command` with `sockets` for its stdin and stdout (killed on drop): the child, and
+/// this side's ends of its stdout and its stdin.
+pub fn spawn_on_sockets(
+    mut command: tokio::process::Command,
+    sockets: Sockets,
+) -> (
+    tokio::process::Child,
+    tokio::net::UnixStream,
+    tokio::net::UnixStream,
+) {
+    use std::os::{fd::OwnedFd, unix::net::UnixStream};
+    let (to_child, child_in) = UnixStream::pair().expect("a socket pair");
+    let (from_child, child_out) = match sockets {
+        Sockets::Pairs => UnixStream::pair().expect("a socket pair"),
+        Sockets::One => (
+            to_child.try_clone().expect("a duplicate socket"),
+            child_in.try_clone().expect("a duplicate socket"),
+        ),
+    };
+    command
+        .stdin(OwnedFd::from(child_in))
+        .stdout(OwnedFd::from(child_out))
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true);
+    let child = command.spawn().expect("spawn toolgate");
+    // The child's ends leave this process, so that the gateway's exit ends what is read
+    // here, and this side's end of its stdin is the only one.
+    drop(command);
+    for end in [&to_child, &from_child] {
+        end.set_nonblocking(true).expect("a non-blocking socket");
+    }
+    let tokio = |end| tokio::net::UnixStream::from_std(end).expect("a tokio socket");
+    (child, tokio(from_child), tokio(to_child))
 }
 
 /// A `toolgate serve --http 127.0.0.1:0` process; killed on drop.

@@ -5,7 +5,7 @@ use std::{process::Stdio, time::Duration};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-use super::{Workdir, toolgate};
+use super::{Sockets, Workdir, spawn_on_sockets, toolgate};
 
 /// An `initialize` request as an MCP client sends it first.
 pub fn initialize_request(id: u64) -> serde_json::Value {
@@ -118,8 +118,8 @@ pub async fn open_session(
 /// `toolgate serve` over stdio driven by hand: JSON lines in, JSON lines out.
 pub struct RawStdio {
     pub child: tokio::process::Child,
-    stdin: tokio::process::ChildStdin,
-    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    stdin: Box<dyn tokio::io::AsyncWrite + Send + Unpin>,
+    lines: tokio::io::Lines<BufReader<Box<dyn tokio::io::AsyncRead + Send + Unpin>>>,
 }
 
 impl RawStdio {
@@ -131,12 +131,30 @@ impl RawStdio {
     /// [`start`](Self::start) with more arguments to `serve` (`--audit-log FILE`, say).
     pub async fn start_with(work: &Workdir, serve_args: &[&str]) -> Self {
         let mut raw = Self::spawn_with(work, serve_args);
-        raw.send(&initialize_request(0)).await;
-        let answer = raw.next().await;
-        assert!(answer.get("result").is_some(), "{answer}");
-        raw.send(&serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-            .await;
+        raw.handshake().await;
         raw
+    }
+
+    /// [`start`](Self::start) with stdin and stdout `sockets` instead of pipes.
+    pub async fn start_on_sockets(work: &Workdir, sockets: Sockets) -> Self {
+        let mut command = tokio::process::Command::new(toolgate());
+        command.arg("--config").arg(work.config()).arg("serve");
+        let (child, stdout, stdin) = spawn_on_sockets(command, sockets);
+        let mut raw = Self {
+            child,
+            stdin: Box::new(stdin),
+            lines: BufReader::new(Box::new(stdout) as Box<_>).lines(),
+        };
+        raw.handshake().await;
+        raw
+    }
+
+    async fn handshake(&mut self) {
+        self.send(&initialize_request(0)).await;
+        let answer = self.next().await;
+        assert!(answer.get("result").is_some(), "{answer}");
+        self.send(&serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
     }
 
     /// Starts `toolgate serve` with the config in `work`, without a handshake (a 2026-07-28
@@ -159,11 +177,11 @@ impl RawStdio {
             .spawn()
             .expect("spawn toolgate serve");
         let stdin = child.stdin.take().expect("stdin piped");
-        let lines = BufReader::new(child.stdout.take().expect("stdout piped")).lines();
+        let stdout = child.stdout.take().expect("stdout piped");
         Self {
             child,
-            stdin,
-            lines,
+            stdin: Box::new(stdin),
+            lines: BufReader::new(Box::new(stdout) as Box<_>).lines(),
         }
     }
 
@@ -184,13 +202,16 @@ impl RawStdio {
     }
 
     /// Closes stdin and reads stdout to its end: what toolgate still wrote, each line
-    /// checked to be JSON; then its exit status.
+    /// checked to be JSON; then its exit status. A socket's writing side is shut down first,
+    /// as Node's `end()` does (a pipe's shutdown does nothing).
     pub async fn finish(self) -> (Vec<serde_json::Value>, std::process::ExitStatus) {
+        use tokio::io::AsyncWriteExt;
         let Self {
             mut child,
-            stdin,
+            mut stdin,
             mut lines,
         } = self;
+        stdin.shutdown().await.expect("shut stdin down");
         drop(stdin);
         let mut rest = Vec::new();
         let read_all = async {

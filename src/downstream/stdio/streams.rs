@@ -21,14 +21,15 @@ use std::{
 
 use nix::{
     errno::Errno,
-    sys::socket::{MsgFlags, recv, send},
+    sys::socket::{MsgFlags, SockType, getsockopt, recv, send, sockopt},
 };
 use rmcp::transport::{StdioReader, StdioWriter};
 use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf, unix::AsyncFd};
 
 /// The client's stdin.
 pub(in crate::downstream) enum Input {
-    /// A pipe (non-blocking), or anything else but a socket (blocking).
+    /// As rmcp takes it: non-blocking when stdin and stdout are both pipes, tokio's blocking
+    /// handle otherwise (a terminal, a file, a pipe and a socket).
     Stdio(StdioReader),
     Socket(AsyncFd<OwnedFd>),
 }
@@ -39,8 +40,8 @@ pub(in crate::downstream) enum Output {
     Socket(AsyncFd<OwnedFd>),
 }
 
-/// Stdin and stdout: as sockets when both are sockets, else as rmcp's `stdio_pipes` takes
-/// them (non-blocking when both are pipes).
+/// Stdin and stdout: as sockets when both are stream sockets, else as rmcp's `stdio_pipes`
+/// takes them (non-blocking when both are pipes).
 pub(in crate::downstream) fn open() -> (Input, Output) {
     if let Some((input, output)) = sockets() {
         tracing::debug!("stdin and stdout are sockets: read and written without blocking");
@@ -51,23 +52,45 @@ pub(in crate::downstream) fn open() -> (Input, Output) {
 }
 
 /// Stdin and stdout, each duplicated and registered with the reactor, when both are
-/// sockets.
+/// stream sockets.
 fn sockets() -> Option<(AsyncFd<OwnedFd>, AsyncFd<OwnedFd>)> {
-    let input = socket(io::stdin().as_fd().try_clone_to_owned().ok()?)?;
-    let output = socket(io::stdout().as_fd().try_clone_to_owned().ok()?)?;
-    let input = AsyncFd::with_interest(input, Interest::READABLE).ok()?;
-    let output = AsyncFd::with_interest(output, Interest::WRITABLE).ok()?;
-    Some((input, output))
+    let input = stream_socket(io::stdin().as_fd().try_clone_to_owned().ok()?)?;
+    let output = stream_socket(io::stdout().as_fd().try_clone_to_owned().ok()?)?;
+    match (
+        registered(input, Interest::READABLE),
+        registered(output, Interest::WRITABLE),
+    ) {
+        (Ok(input), Ok(output)) => Some((input, output)),
+        (Err(error), _) | (_, Err(error)) => {
+            tracing::debug!(%error, "stdin and stdout are sockets the reactor refused: read and written by blocking threads");
+            None
+        }
+    }
 }
 
-/// `fd`, if it is a socket.
-fn socket(fd: OwnedFd) -> Option<OwnedFd> {
+/// `fd` registered with the reactor for `interest`.
+///
+/// tokio deprecates `AsyncFd::with_interest` as unsound for a `T` whose descriptor can be
+/// swapped while registered (through `get_mut`), and offers an `unsafe` constructor instead.
+/// An `OwnedFd` moved in and never taken out (nothing here calls `get_mut` or
+/// `into_inner`) keeps its descriptor for the registration's life, so the safe constructor
+/// is sound here, and toolgate keeps its one `unsafe` block (`child.rs`).
+#[allow(deprecated)]
+fn registered(fd: OwnedFd, interest: Interest) -> io::Result<AsyncFd<OwnedFd>> {
+    AsyncFd::with_interest(fd, interest)
+}
+
+/// `fd`, if it is a stream socket (a socket pair's end, a TCP or Unix connection). A
+/// datagram socket is left to the blocking handles, which read it as before: MCP's stdio
+/// transport is a stream of lines.
+fn stream_socket(fd: OwnedFd) -> Option<OwnedFd> {
     use std::os::unix::fs::FileTypeExt;
     let file = File::from(fd);
     let is_socket = file
         .metadata()
         .is_ok_and(|metadata| metadata.file_type().is_socket());
-    is_socket.then(|| file.into())
+    let is_stream = is_socket && getsockopt(&file, sockopt::SockType) == Ok(SockType::Stream);
+    is_stream.then(|| file.into())
 }
 
 /// `f` until it is not interrupted by a signal.
@@ -117,7 +140,8 @@ impl AsyncWrite for Output {
             Self::Stdio(stdout) => return Pin::new(stdout).poll_write(cx, buf),
             Self::Socket(socket) => socket,
         };
-        // MSG_NOSIGNAL: a client gone is an error here, not a SIGPIPE.
+        // MSG_NOSIGNAL: a client gone is an error here, not a SIGPIPE, whatever the signal's
+        // disposition.
         let flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL;
         loop {
             let mut ready = ready!(socket.poll_write_ready(cx))?;
