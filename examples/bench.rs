@@ -208,6 +208,21 @@ async fn stdio_session(
         .spawn()
         .context("cannot spawn the server")?;
     let pid = transport.id().context("child has no pid")?;
+    hello(transport, pid, None, log).await
+}
+
+/// Says hello over `transport` to the server `pid` (its stderr in `log`; `child` the process
+/// when the transport does not own it).
+async fn hello<T, E, A>(
+    transport: T,
+    pid: u32,
+    child: Option<tokio::process::Child>,
+    log: &Path,
+) -> anyhow::Result<Session>
+where
+    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
     let client = ().serve(transport).await.with_context(|| {
         format!(
             "MCP handshake failed; its stderr: {}",
@@ -215,11 +230,7 @@ async fn stdio_session(
         )
     })?;
     no_cache(&client).await;
-    Ok(Session {
-        client,
-        pid,
-        child: None,
-    })
+    Ok(Session { client, pid, child })
 }
 
 /// Connects to `command` over a socket pair for each of its stdin and stdout, as Node's
@@ -249,18 +260,7 @@ async fn socket_session(
         tokio::net::UnixStream::from_std(from_child)?,
         tokio::net::UnixStream::from_std(to_child)?,
     );
-    let client = ().serve(transport).await.with_context(|| {
-        format!(
-            "MCP handshake over socket pairs failed; its stderr: {}",
-            std::fs::read_to_string(log).unwrap_or_default()
-        )
-    })?;
-    no_cache(&client).await;
-    Ok(Session {
-        client,
-        pid,
-        child: Some(child),
-    })
+    hello(transport, pid, Some(child), log).await
 }
 
 /// The echo server, directly.
