@@ -202,8 +202,8 @@ fn main() -> ExitCode {
     };
     let code = runtime.block_on(run(cli.command, config, profile, cli.config));
     // Every child is stopped by now. Do not wait for a blocking read of stdin (the fallback
-    // when stdin and stdout are neither both pipes nor both sockets) that only the client can
-    // end.
+    // when stdin and stdout are neither both pipes nor both stream sockets) that only the
+    // client can end.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     // Every call has ended: its spans are batched, and sent now (bounded).
     telemetry.shutdown();
