@@ -1,16 +1,21 @@
-//! `fuzz`: a stable-toolchain mutational fuzzer for what toolgate reads from outside: client messages and `servers.toml`.
+//! `fuzz`: a stable-toolchain mutational fuzzer for what toolgate reads from outside: client messages, upstream answers and `servers.toml`.
 //!
 //! `cargo run --release --example fuzz -- [--iterations N] [--seed S] [--target NAME]`
 //! (`--quick`: 20,000 inputs per target, for CI). Each target starts from a corpus of valid
 //! inputs and feeds mutations of them (bit flips, byte insertions and deletions, truncation,
-//! splices of two inputs, repeated chunks, deep nesting) to the code under test. A panic is a
-//! finding: the input is written to `target/fuzz-findings/<target>-<n>` and the run exits 1.
+//! splices of two inputs, repeated chunks, deep nesting) to the code under test. A panic, or
+//! two readings of one input that differ, is a finding: the input is written to
+//! `target/fuzz-findings/<target>-<n>` and the run exits 1.
 //! The machine has no nightly toolchain, so this stands in for `cargo fuzz`; it has no
 //! coverage feedback, which is why the corpus starts from real, valid messages and configs.
 //!
 //! Targets:
 //! - `client-message`: a client line as the stdio and HTTP fronts see it: the envelope peek,
 //!   the `tools/call` params check, and rmcp's decoding into a `ClientJsonRpcMessage`.
+//! - `call-walk`: the fast paths' byte walk over a `tools/call` (a stdio line, an HTTP body)
+//!   against serde's reading: what the walk takes, serde must read to the same call.
+//! - `answer-walk`: the stdio fast path's byte walk over an upstream's answer line against
+//!   serde's: the same id, result and error, and the same keys read off the result.
 //! - `config`: `servers.toml` text through figment and validation (`config::from_toml_str`).
 
 use std::{panic::AssertUnwindSafe, path::PathBuf};
@@ -32,6 +37,31 @@ const CLIENT_CORPUS: &[&str] = &[
     r#"{"jsonrpc":"2.0","id":10,"error":{"code":-32601,"message":"no"}}"#,
     r#"[{"jsonrpc":"2.0","id":11,"method":"ping"}]"#,
     r#"{"jsonrpc":"2.0","id":12,"method":"ping"}"#,
+];
+
+/// `tools/call` lines as clients write them (rmcp's key order, other orders, `_meta`, flat
+/// and nested arguments), for the walk that reads them on the fast paths.
+const CALL_CORPUS: &[&str] = &[
+    r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo__echo","arguments":{"text":"hello world!"}}}"#,
+    r#"{"jsonrpc":"2.0","id":"x-3","method":"tools/call","params":{"name":"echo__echo","arguments":{"text":"héllo ✓"},"_meta":{"progressToken":7}}}"#,
+    r#"{"method":"tools/call","params":{"_meta":{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01","progressToken":"p"},"arguments":{"n":-12,"ok":true,"none":null},"name":"a"},"jsonrpc":"2.0","id":-9}"#,
+    r#"{ "jsonrpc" : "2.0" , "id" : 42 , "method" : "tools/call" , "params" : { "name" : "b" , "arguments" : null } }"#,
+    r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"c","arguments":{"list":[1,2.5,{"k":"v"}],"esc":"a\"b\u00e9"}}}"#,
+    r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"d"}}"#,
+    r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"e","arguments":{},"_meta":null}}"#,
+];
+
+/// An upstream's lines for raw calls (`"tg-<n>"` ids): results in rmcp's order and others,
+/// errors, progress, for the walk that reads them on the stdio fast path.
+const ANSWER_CORPUS: &[&str] = &[
+    r#"{"jsonrpc":"2.0","id":"tg-42","result":{"content":[{"type":"text","text":"hello world!"}],"isError":false}}"#,
+    r#"{"jsonrpc":"2.0","id":"tg-1","result":{"resultType":"complete","content":[],"structuredContent":{"a":[1,true,null]},"isError":true}}"#,
+    r#"{"error":{"code":-32602,"message":"x"},"jsonrpc":"2.0","id":"tg-7"}"#,
+    "{ \"jsonrpc\" : \"2.0\" , \"result\" : [ 1 , 2.5e3 ] , \"id\" : \"tg-0\" }",
+    r#"{"jsonrpc":"2.0","id":"tg-3","result":{"content":[{"type":"text","text":"\ud83d\ude00 é \/\b\n"}],"structuredContent":{"a":[-0.5e-3,10E+2,0,[],{}]},"_meta":{"content":1}}}"#,
+    r#"{"jsonrpc":"2.0","id":"tg-2","result":{"isErr\u006fr":true,"content":[],"content":[]}}"#,
+    r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"tg-9","progress":1,"total":2}}"#,
+    r#"{"jsonrpc":"2.0","id":"tg-4","result":null,"error":{"code":1,"message":""}}"#,
 ];
 
 fn config_corpus() -> Vec<String> {
@@ -122,10 +152,11 @@ fn mutate(input: &[u8], other: &[u8]) -> Vec<u8> {
     out
 }
 
-/// A name, a corpus of valid inputs, and the code under test.
-type Target = (&'static str, Vec<Vec<u8>>, fn(&[u8]));
+/// A name, a corpus of valid inputs, and the code under test: a panic or an `Err` (two
+/// readings that differ) is a finding.
+type Target = (&'static str, Vec<Vec<u8>>, fn(&[u8]) -> Result<(), String>);
 
-fn client_message(input: &[u8]) {
+fn client_message(input: &[u8]) -> Result<(), String> {
     if let Some(envelope) = toolgate::downstream::http::envelope::Envelope::peek(input) {
         let _ = envelope.request();
         if let Some(params) = &envelope.params
@@ -135,11 +166,24 @@ fn client_message(input: &[u8]) {
         }
     }
     let _ = serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(input);
+    Ok(())
 }
 
-fn config(input: &[u8]) {
+/// The fast paths' byte walk over a client's `tools/call` (stdio lines and HTTP bodies)
+/// against serde's reading of the same message.
+fn call_walk(input: &[u8]) -> Result<(), String> {
+    toolgate::downstream::fast::walk_against_serde(input)
+}
+
+/// The stdio fast path's byte walk over an upstream's answer line against serde's.
+fn answer_walk(input: &[u8]) -> Result<(), String> {
+    toolgate::upstream::raw::answer_walk_against_serde(input)
+}
+
+fn config(input: &[u8]) -> Result<(), String> {
     let text = String::from_utf8_lossy(input);
     let _ = toolgate::config::from_toml_str(&text, "fuzz.toml");
+    Ok(())
 }
 
 fn main() -> anyhow::Result<()> {
@@ -173,6 +217,19 @@ fn main() -> anyhow::Result<()> {
             client_message,
         ),
         (
+            "call-walk",
+            CALL_CORPUS.iter().map(|s| s.as_bytes().to_vec()).collect(),
+            call_walk,
+        ),
+        (
+            "answer-walk",
+            ANSWER_CORPUS
+                .iter()
+                .map(|s| s.as_bytes().to_vec())
+                .collect(),
+            answer_walk,
+        ),
+        (
             "config",
             configs.iter().map(|s| s.as_bytes().to_vec()).collect(),
             config,
@@ -188,17 +245,20 @@ fn main() -> anyhow::Result<()> {
             let base = &corpus[fastrand::usize(..corpus.len())];
             let other = &corpus[fastrand::usize(..corpus.len())];
             let input = mutate(base, other);
-            if std::panic::catch_unwind(AssertUnwindSafe(|| run(&input))).is_err() {
-                findings += 1;
-                let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/fuzz-findings");
-                std::fs::create_dir_all(&dir)?;
-                let path = dir.join(format!("{name}-{n}"));
-                std::fs::write(&path, &input)?;
-                eprintln!(
-                    "fuzz: {name}: panic on input {n}, saved to {}",
-                    path.display()
-                );
-            }
+            let found = match std::panic::catch_unwind(AssertUnwindSafe(|| run(&input))) {
+                Ok(Ok(())) => continue,
+                Ok(Err(differ)) => format!("readings differ ({differ})"),
+                Err(_) => "panic".to_owned(),
+            };
+            findings += 1;
+            let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/fuzz-findings");
+            std::fs::create_dir_all(&dir)?;
+            let path = dir.join(format!("{name}-{n}"));
+            std::fs::write(&path, &input)?;
+            eprintln!(
+                "fuzz: {name}: {found} on input {n}, saved to {}",
+                path.display()
+            );
         }
         println!(
             "fuzz: {name}: {iterations} inputs in {:.1} s (seed {seed})",
@@ -206,7 +266,7 @@ fn main() -> anyhow::Result<()> {
         );
     }
     if findings > 0 {
-        bail!("{findings} inputs made the code under test panic");
+        bail!("{findings} inputs made the code under test panic or read differently");
     }
     println!("fuzz: ok");
     Ok(())

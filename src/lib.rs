@@ -80,8 +80,9 @@
 //!
 //! The fast path of the same call over stdio: the client's lines (stdin and stdout both pipes,
 //! or both sockets as Node gives, are read and written through the reactor:
-//! [`downstream::stdio`]) are read by a task of their own, where [`downstream::fast`] takes the `tools/call` line before rmcp decodes it (rmcp's
-//! service loop wakes only for the lines it is to decode) → [`pipeline::Pipeline::execute_answer`]
+//! [`downstream::stdio`]) are read by a task of their own, where [`downstream::fast`] takes
+//! the `tools/call` line before rmcp decodes it (rmcp's service loop wakes only for the
+//! lines it is to decode) → [`pipeline::Pipeline::execute_answer`]
 //! runs the same stages → [`upstream::Upstream::call_raw`] writes the request on the stdio
 //! upstream's pipe, and the task that reads that server's stdout hands back the answer line
 //! ([`upstream::raw`]) without waking rmcp's client → unless a stage had to decode it, the

@@ -314,8 +314,22 @@ pub(crate) fn answer_line(
     }
 }
 
+/// The walk against serde over one message, for `examples/fuzz.rs`: whatever
+/// [`CallParts::walk`] takes, [`CallParts::peek_by_serde`] must read the same (the walk's
+/// promise, see [`scan`]). `Err` shows both readings.
+#[doc(hidden)]
+pub fn walk_against_serde(message: &[u8]) -> Result<(), String> {
+    let serde = CallParts::peek_by_serde(message);
+    match CallParts::walk(message) {
+        Some(walked) if Some(&walked) != serde.as_ref() => {
+            Err(format!("the walk read {walked:?}, serde {serde:?}"))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// A `tools/call` a fast path may take, read from its params (see the module doc for which).
-#[cfg_attr(test, derive(Debug, PartialEq))]
+#[derive(Debug, PartialEq)]
 pub(crate) struct CallParts {
     name: String,
     arguments: Option<JsonObject>,

@@ -23,6 +23,9 @@ mod peek;
 mod slot;
 
 pub use call::RawResult;
+/// For `examples/fuzz.rs`.
+#[doc(hidden)]
+pub use head::walk_against_serde as answer_walk_against_serde;
 use head::{ForRawCall, for_raw_call};
 pub use slot::{Event, Waiter};
 

@@ -29,7 +29,7 @@ use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf, unix::AsyncFd};
 /// The client's stdin.
 pub(in crate::downstream) enum Input {
     /// As rmcp takes it: non-blocking when stdin and stdout are both pipes, tokio's blocking
-    /// handle otherwise (a terminal, a file, a pipe and a socket).
+    /// handle otherwise (a terminal, a file, a pipe and a socket, a datagram socket).
     Stdio(StdioReader),
     Socket(AsyncFd<OwnedFd>),
 }

@@ -123,6 +123,46 @@ fn any_order(line: &[u8]) -> Option<ForRawCall> {
     })
 }
 
+/// The walk against serde over one line, for `examples/fuzz.rs`: whatever the walk takes,
+/// serde reads to the same id, result and error, and the keys the walk read off a result are
+/// those read after it ([`super::peek`]). `Err` says where they part.
+pub fn walk_against_serde(line: &[u8]) -> Result<(), String> {
+    let Some(ForRawCall::Answer {
+        id,
+        result,
+        error,
+        facts,
+    }) = plain_answer(line)
+    else {
+        return Ok(());
+    };
+    match by_serde(line) {
+        Some(ForRawCall::Answer {
+            id: serde_id,
+            result: serde_result,
+            error: serde_error,
+            ..
+        }) if (serde_id, serde_result, serde_error) == (id, result, error) => {}
+        _ => {
+            return Err(format!(
+                "the walk read id {id}, result at {result:?}, error at {error:?}; serde did not"
+            ));
+        }
+    }
+    if let (Some(facts), Some((start, end))) = (facts, result) {
+        let json = &line[start..end];
+        let after = super::peek::peek(json)
+            .or_else(|| super::peek::by_serde(json))
+            .map(Facts::from);
+        if after != Some(facts) {
+            return Err(format!(
+                "the walk read the result's keys as {facts:?}, after it {after:?}"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// [`for_raw_call`] by serde: any line.
 fn by_serde(line: &[u8]) -> Option<ForRawCall> {
     #[derive(Deserialize)]
