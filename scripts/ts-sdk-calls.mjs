@@ -4,13 +4,17 @@
 // by the same client; it is no floor: echo_server takes stdin and stdout with rmcp's
 // `stdio_pipes`, which reads sockets on tokio's blocking threads (toolgate gives its
 // upstream pipes), so a gateway can be faster than it.
+// With HTTP=1, the same client's streamable HTTP transport too: each gateway as
+// `serve --http` (its upstream still echo_server over stdio), and echo_server serving HTTP
+// itself (rmcp's server, no gateway), each added p50 and ratio still against the first row.
 //
 // Usage: node scripts/ts-sdk-calls.mjs NODE_MODULES ECHO_SERVER TOOLGATE... 
 //   NODE_MODULES: where .ci/interop-deps installed the SDK (target/interop/node/node_modules)
 //   ECHO_SERVER:  target/release/examples/echo_server
 //   TOOLGATE:     one or more gateway binaries, measured in turn (interleaved rounds)
 // Env: ROUNDS (default 3), SEQUENTIAL (calls per round, default 2000), CONCURRENT (calls per
-// round from 16 callers, default 10000).
+// round from 16 callers, default 10000), HTTP (default unset).
+import { spawn } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -24,6 +28,7 @@ if (!nodeModules || !echoServer || gateways.length === 0) {
 const sdk = (path) => import(pathToFileURL(join(nodeModules, "@modelcontextprotocol/sdk/dist/esm", path)).href);
 const { Client } = await sdk("client/index.js");
 const { StdioClientTransport } = await sdk("client/stdio.js");
+const { StreamableHTTPClientTransport } = await sdk("client/streamableHttp.js");
 
 const ROUNDS = Number(process.env.ROUNDS ?? 3);
 const SEQUENTIAL = Number(process.env.SEQUENTIAL ?? 2000);
@@ -38,6 +43,29 @@ writeFileSync(config, `[servers.s0]\ncommand = ${JSON.stringify(echoServer)}\n`)
 async function connect(command, args) {
     const client = new Client({ name: "ts-sdk-calls", version: "0" });
     await client.connect(new StdioClientTransport({ command, args, stderr: "ignore" }));
+    return client;
+}
+
+// Starts `command` (which prints `NAME: listening on URL` to stderr) and connects to URL
+// over streamable HTTP; the process is killed with the client.
+async function connectHttp(name, command, args, env) {
+    const child = spawn(command, args, { env: { ...process.env, ...env }, stdio: ["ignore", "ignore", "pipe"] });
+    const url = await new Promise((resolve, reject) => {
+        let seen = "";
+        child.stderr.on("data", (chunk) => {
+            seen += chunk;
+            const found = seen.match(new RegExp(`^${name}: listening on (\\S+)$`, "m"));
+            if (found) resolve(found[1]);
+        });
+        child.on("exit", (code) => reject(new Error(`${command} exited (${code}) before listening: ${seen}`)));
+    });
+    const client = new Client({ name: "ts-sdk-calls", version: "0" });
+    await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+    const close = client.close.bind(client);
+    client.close = async () => {
+        await close();
+        child.kill();
+    };
     return client;
 }
 
@@ -57,10 +85,25 @@ const paths = [
         tool: "s0__echo",
     })),
 ];
+if (process.env.HTTP) {
+    paths.push(
+        ...gateways.map((gateway) => ({
+            label: `TS SDK → ${gateway} (HTTP) → echo_server`,
+            http: ["toolgate", gateway, ["--config", config, "serve", "--http", "127.0.0.1:0"], {}],
+            tool: "s0__echo",
+        })),
+        {
+            label: "direct: TS SDK → echo_server (HTTP, rmcp's server)",
+            http: ["echo-server", echoServer, [], { ECHO_HTTP_ADDR: "127.0.0.1:0" }],
+            tool: "echo",
+        },
+    );
+}
 for (const path of paths) {
-    path.client = await connect(path.command, path.args);
+    path.client = path.http ? await connectHttp(...path.http) : await connect(path.command, path.args);
     path.samples = [];
     path.concurrentMs = 0;
+    path.clientCpuUs = 0;
     for (let i = 0; i < 200; i++) await call(path.client, path.tool);
 }
 for (let round = 0; round < ROUNDS; round++) {
@@ -71,6 +114,7 @@ for (let round = 0; round < ROUNDS; round++) {
             path.samples.push(Number(process.hrtime.bigint() - start) / 1000);
         }
         let next = 0;
+        const cpu = process.cpuUsage();
         const start = process.hrtime.bigint();
         await Promise.all(
             Array.from({ length: CALLERS }, async () => {
@@ -78,17 +122,21 @@ for (let round = 0; round < ROUNDS; round++) {
             }),
         );
         path.concurrentMs += Number(process.hrtime.bigint() - start) / 1e6;
+        const used = process.cpuUsage(cpu);
+        path.clientCpuUs += used.user + used.system;
     }
 }
 const p = (samples, q) => samples.slice().sort((a, b) => a - b)[Math.floor((samples.length - 1) * q)];
 const direct = paths[0];
 const rate = (path) => (CONCURRENT * ROUNDS) / (path.concurrentMs / 1000);
-console.log(`| path | p50 µs | p99 µs | added p50 µs | calls/s (${CALLERS} callers) | × direct |`);
-console.log("|---|---:|---:|---:|---:|---:|");
+console.log(
+    `| path | p50 µs | p99 µs | added p50 µs | calls/s (${CALLERS} callers) | × direct | client (Node) CPU µs/call (${CALLERS} callers) |`,
+);
+console.log("|---|---:|---:|---:|---:|---:|---:|");
 for (const path of paths) {
     const added = path === direct ? "–" : `${(p(path.samples, 0.5) - p(direct.samples, 0.5)).toFixed(0)}`;
     console.log(
-        `| ${path.label} | ${p(path.samples, 0.5).toFixed(0)} | ${p(path.samples, 0.99).toFixed(0)} | ${added} | ${rate(path).toFixed(0)} | ${(rate(path) / rate(direct)).toFixed(2)} |`,
+        `| ${path.label} | ${p(path.samples, 0.5).toFixed(0)} | ${p(path.samples, 0.99).toFixed(0)} | ${added} | ${rate(path).toFixed(0)} | ${(rate(path) / rate(direct)).toFixed(2)} | ${(path.clientCpuUs / (CONCURRENT * ROUNDS)).toFixed(1)} |`,
     );
 }
 for (const path of paths) await path.client.close();
