@@ -111,23 +111,30 @@ async fn a_modern_call_whose_progress_comes_first_gets_every_message_on_sse() {
     assert_eq!(answer["result"]["resultType"], "complete", "{text}");
 }
 
+/// Both ways a 2025-era session's call is answered: toolgate's HTTP fast path, and rmcp's
+/// session worker (`fast_path = false`).
 #[tokio::test]
 async fn a_session_of_2025_keeps_its_answers_on_sse() {
-    let work = Workdir::new(&server_toml("echo", "echo_server", &[]));
-    let gateway = HttpGateway::start(&work).await;
-    let session = raw_session(&gateway.url, &[]).await;
-    let response = mcp_post(
-        &gateway.url,
-        Some(&session),
-        &[],
-        &call_request(1, "echo__echo", json!({"text": "hi"})),
-    )
-    .await;
-    assert_eq!(response.status(), 200);
-    assert!(
-        content_type(&response).starts_with("text/event-stream"),
-        "{response:?}"
-    );
-    let answer = jsonrpc_answer(response).await;
-    assert_eq!(answer["result"]["content"][0]["text"], "hi", "{answer}");
+    for gateway_section in ["", "[gateway]\nfast_path = false\n"] {
+        let work = Workdir::new(&format!(
+            "{gateway_section}{}",
+            server_toml("echo", "echo_server", &[])
+        ));
+        let gateway = HttpGateway::start(&work).await;
+        let session = raw_session(&gateway.url, &[]).await;
+        let response = mcp_post(
+            &gateway.url,
+            Some(&session),
+            &[],
+            &call_request(1, "echo__echo", json!({"text": "hi"})),
+        )
+        .await;
+        assert_eq!(response.status(), 200);
+        assert!(
+            content_type(&response).starts_with("text/event-stream"),
+            "{gateway_section}: {response:?}"
+        );
+        let answer = jsonrpc_answer(response).await;
+        assert_eq!(answer["result"]["content"][0]["text"], "hi", "{answer}");
+    }
 }
