@@ -40,12 +40,7 @@ async fn post_modern(
 }
 
 fn content_type(response: &reqwest::Response) -> String {
-    response
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned()
+    header_text(response, "content-type")
 }
 
 #[tokio::test]

@@ -45,12 +45,7 @@ async fn initialize(url: &str, token: Option<&str>) -> reqwest::Response {
 }
 
 fn challenge(response: &reqwest::Response) -> String {
-    response
-        .headers()
-        .get("www-authenticate")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned()
+    header_text(response, "www-authenticate")
 }
 
 /// 401, an `invalid_token` challenge naming the metadata, and a body with `code`.

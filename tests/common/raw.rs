@@ -72,6 +72,16 @@ pub async fn mcp_post_raw(
     request.send().await.expect("POST reaches the gateway")
 }
 
+/// A response header's value as text (empty when absent or not text).
+pub fn header_text(response: &reqwest::Response, name: &str) -> String {
+    response
+        .headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned()
+}
+
 /// The JSON-RPC answer in a response body, JSON or SSE (the first `data:` event that is an
 /// answer).
 pub async fn jsonrpc_answer(response: reqwest::Response) -> serde_json::Value {
