@@ -429,11 +429,9 @@ pub async fn serve(
         .with_allowed_hosts(doors.rmcp_hosts())
         // SSE pings are what keeps a long call's connection from looking idle.
         .with_sse_keep_alive(Some(SSE_KEEP_ALIVE.min(settings.connection_idle / 2)))
-        // A 2026-07-28 request (no session) whose first message back is its answer gets that
-        // answer as `application/json`; one that sends a notification first still gets the
-        // SSE stream, so nothing is lost. A client then reads each body to its end and can
-        // reuse the connection (the Python SDK's opens a new one after each SSE answer).
-        // rmcp reads this setting only for such requests: 2025-era sessions keep SSE.
+        // Read by rmcp only for sessionless (2026-07-28) requests: an answer sent first goes as
+        // JSON, which a client reads to its end and keeps its connection for (the Python SDK's
+        // reconnects after each SSE answer); a notification first keeps SSE. Sessions keep SSE.
         .with_json_response(true);
     let body_cap = envelope::body_cap(gateway.config().supervise.max_message_bytes);
     rmcp_config.max_request_body_bytes = body_cap;
