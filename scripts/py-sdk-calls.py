@@ -21,6 +21,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from contextlib import AsyncExitStack
 
@@ -70,6 +71,8 @@ def listening(process, pattern, timeout=60):
         seen.append(line)
         found = re.search(pattern, line)
         if found:
+            # Keep reading what it writes, so that a full pipe never stops it mid-run.
+            threading.Thread(target=lambda: [None for _ in process.stderr], daemon=True).start()
             return found.group(1)
     raise RuntimeError(f"not listening after {timeout} s: {''.join(seen)}")
 
