@@ -23,8 +23,8 @@ use std::{
 use anyhow::{Context, bail};
 use rmcp::{
     ClientCacheConfig, RoleClient, ServiceExt,
-    model::{CallToolRequestParams, JsonObject},
-    service::{Peer, RunningService},
+    model::{CallToolRequestParams, JsonObject, ProtocolVersion},
+    service::{ClientLifecycleMode, ClientServiceExt, Peer, RunningService},
     transport::{StreamableHttpClientTransport, TokioChildProcess},
 };
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -297,25 +297,39 @@ async fn gateway_sockets(env: &Env, config: &Path, tag: &str) -> anyhow::Result<
     socket_session(command, &env.dir.path().join(format!("{tag}.log"))).await
 }
 
+/// How an HTTP client speaks to its server.
+#[derive(Clone, Copy, PartialEq)]
+enum Era {
+    /// `initialize`, then every request on the session it opened (MCP 2025-11-25 and before).
+    Session,
+    /// `server/discover`, then every request on its own, naming its version in `_meta` and
+    /// the `MCP-Protocol-Version` header (MCP 2026-07-28: no session).
+    Modern,
+}
+
 /// `toolgate --config CONFIG serve --http 127.0.0.1:0`, and a client of it.
-async fn gateway_http(env: &Env, config: &Path) -> anyhow::Result<Session> {
+async fn gateway_http(env: &Env, config: &Path, era: Era) -> anyhow::Result<Session> {
     let mut command = tokio::process::Command::new(&env.toolgate);
     command
         .arg("--config")
         .arg(config)
         .args(["serve", "--http", "127.0.0.1:0"]);
-    http_session(command, "toolgate").await
+    http_session(command, "toolgate", era).await
 }
 
 /// `echo_server` serving streamable HTTP itself (rmcp's server), and a client of it.
-async fn direct_http(env: &Env) -> anyhow::Result<Session> {
+async fn direct_http(env: &Env, era: Era) -> anyhow::Result<Session> {
     let mut command = tokio::process::Command::new(&env.echo);
     command.env("ECHO_HTTP_ADDR", "127.0.0.1:0");
-    http_session(command, "echo-server").await
+    http_session(command, "echo-server", era).await
 }
 
 /// Spawns `command`, which prints `NAME: listening on URL` to stderr, and connects to URL.
-async fn http_session(mut command: tokio::process::Command, name: &str) -> anyhow::Result<Session> {
+async fn http_session(
+    mut command: tokio::process::Command,
+    name: &str,
+    era: Era,
+) -> anyhow::Result<Session> {
     let mut child = command
         .env_remove("RUST_LOG")
         .stdin(Stdio::null())
@@ -357,10 +371,19 @@ async fn http_session(mut command: tokio::process::Command, name: &str) -> anyho
             ),
         )
     };
-    let client = ()
-        .serve(transport)
-        .await
-        .with_context(|| format!("MCP handshake with {name} over HTTP failed"))?;
+    let client = match era {
+        Era::Session => ().serve(transport).await,
+        Era::Modern => {
+            ().serve_with_lifecycle(
+                transport,
+                ClientLifecycleMode::Discover {
+                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                },
+            )
+            .await
+        }
+    }
+    .with_context(|| format!("MCP handshake with {name} over HTTP failed"))?;
     no_cache(&client).await;
     Ok(Session {
         client,
@@ -490,10 +513,13 @@ impl Route {
     }
 
     /// echo_server serving HTTP itself: rmcp's HTTP client and server, no gateway.
-    async fn direct_http(env: &Env) -> anyhow::Result<Self> {
-        let session = direct_http(env).await?;
+    async fn direct_http(env: &Env, era: Era) -> anyhow::Result<Self> {
+        let session = direct_http(env, era).await?;
         Ok(Self {
-            label: "direct: client → echo_server (HTTP, rmcp's server)",
+            label: match era {
+                Era::Session => "direct: client → echo_server (HTTP, rmcp's server)",
+                Era::Modern => "direct: client → echo_server (HTTP 2026-07-28, rmcp's server)",
+            },
             cpu: CpuWatch {
                 gateway: None,
                 upstream: session.pid,
@@ -547,12 +573,12 @@ async fn soak(env: &Env, seconds: u64, callers: usize, via: Via) -> anyhow::Resu
     let route = match via {
         Via::Stdio => Route::through("soak", gateway_stdio(env, &one, "soak").await?)?,
         Via::Sockets => Route::through("soak", gateway_sockets(env, &one, "soak").await?)?,
-        Via::Http => Route::through("soak", gateway_http(env, &one).await?)?,
+        Via::Http(era) => Route::through("soak", gateway_http(env, &one, era).await?)?,
         Via::Forwarder => Route::forwarder(env, false).await?,
     };
     let middle = match via {
         Via::Forwarder => "forwarder",
-        Via::Stdio | Via::Sockets | Via::Http => "toolgate",
+        Via::Stdio | Via::Sockets | Via::Http(_) => "toolgate",
     };
     eprintln!(
         "{middle} pid {} upstream pid {}",
@@ -593,7 +619,7 @@ async fn soak(env: &Env, seconds: u64, callers: usize, via: Via) -> anyhow::Resu
     Ok(())
 }
 
-const USAGE: &str = "usage: bench [--quick] [--memory] [--client-workers N] [--soak SECS [--callers N] [--sockets | --http | --forwarder]]\n\
+const USAGE: &str = "usage: bench [--quick] [--memory] [--client-workers N] [--soak SECS [--callers N] [--sockets | --http | --http-modern | --forwarder]]\n\
     Run after `cargo build --release --bin toolgate --examples`, as\n\
     `cargo run --release --example bench [-- --quick]`.\n\
     --quick        a few iterations of everything (CI smoke run; noisy numbers)\n\
@@ -603,7 +629,8 @@ const USAGE: &str = "usage: bench [--quick] [--memory] [--client-workers N] [--s
     --soak SECS    only call through toolgate (stdio) for SECS seconds, for profiling;\n\
     \x20              prints the pids first (default 16 callers; --callers 1 = sequential;\n\
     \x20              --sockets: its stdin and stdout socket pairs, as Node spawns it;\n\
-    \x20              --http: through `serve --http` instead; --forwarder: through\n\
+    \x20              --http: through `serve --http` instead; --http-modern: the same,\n\
+    \x20              its client speaking 2026-07-28 (no session); --forwarder: through\n\
     \x20              `examples/forwarder.rs`, which reads nothing)\n\
     BENCH_TOOLGATE=PATH runs that gateway binary (or wrapper script) instead of\n\
     \x20              target/<profile>/toolgate\n\
@@ -617,8 +644,8 @@ enum Via {
     Stdio,
     /// `toolgate serve` on stdio, its stdin and stdout socket pairs (as Node spawns it).
     Sockets,
-    /// `toolgate serve --http`.
-    Http,
+    /// `toolgate serve --http`, its client of that era.
+    Http(Era),
     /// `examples/forwarder.rs` (1 thread, epoll).
     Forwarder,
 }
@@ -663,7 +690,8 @@ fn parse_args() -> anyhow::Result<Option<Args>> {
             "--soak" => parsed.soak_for = Some(number(&arg)?),
             "--callers" => parsed.callers = number(&arg)?.max(1) as usize,
             "--sockets" => parsed.via = Via::Sockets,
-            "--http" => parsed.via = Via::Http,
+            "--http" => parsed.via = Via::Http(Era::Session),
+            "--http-modern" => parsed.via = Via::Http(Era::Modern),
             "--forwarder" => parsed.via = Via::Forwarder,
             "--memory" => parsed.memory_only = true,
             "-h" | "--help" => {

@@ -22,7 +22,7 @@ pub(super) async fn call_benchmarks(env: &Env, plan: &Plan, floor: f64) -> anyho
         )?,
         Route::through(
             "client → toolgate (HTTP) → echo_server",
-            gateway_http(env, &one).await?,
+            gateway_http(env, &one, Era::Session).await?,
         )?,
         Route::through(
             "client → toolgate (stdio, `fast_path = false`) → echo_server",
@@ -30,19 +30,26 @@ pub(super) async fn call_benchmarks(env: &Env, plan: &Plan, floor: f64) -> anyho
         )?,
         Route::through(
             "client → toolgate (HTTP, `fast_path = false`) → echo_server",
-            gateway_http(env, &typed).await?,
+            gateway_http(env, &typed, Era::Session).await?,
         )?,
         // What any process in the middle costs: relays that move the bytes and read none.
         Route::forwarder(env, false).await?,
         Route::forwarder(env, true).await?,
         // What HTTP costs without a gateway: echo_server on rmcp's HTTP server.
-        Route::direct_http(env).await?,
+        Route::direct_http(env, Era::Session).await?,
         // Over stdio as Node's clients spawn toolgate: a socket pair for each of stdin and
         // stdout, not pipes.
         Route::through(
             "client → toolgate (stdio, socket pairs as Node spawns it) → echo_server",
             gateway_sockets(env, &one, "gateway-sockets").await?,
         )?,
+        // A 2026-07-28 client over HTTP: no session, every request on its own (rmcp's
+        // per-request path in both servers; toolgate's fast path serves sessions only).
+        Route::through(
+            "client → toolgate (HTTP 2026-07-28) → echo_server",
+            gateway_http(env, &one, Era::Modern).await?,
+        )?,
+        Route::direct_http(env, Era::Modern).await?,
     ];
 
     // Latency: warm up each path, then interleave blocks so that drift in background load
@@ -234,6 +241,22 @@ pub(super) async fn call_benchmarks(env: &Env, plan: &Plan, floor: f64) -> anyho
         us(stats[8].pct(50.0)) - us(direct_p50),
         rates[8] / rates[0],
         cpu_per_call(8)
+    );
+
+    println!(
+        "- a 2026-07-28 client over HTTP (no session) in the same run: through toolgate added \
+         p50 {:.0} µs, {:.2}× direct stdio throughput, {:.1} µs CPU/call at {CALLERS} in \
+         flight; direct to echo_server's rmcp HTTP server added p50 {:.0} µs, {:.2}× (toolgate \
+         {:.2}× of it), echo_server {:.1} µs CPU/call; the client {:.1} and {:.1} µs CPU/call",
+        us(stats[9].pct(50.0)) - us(direct_p50),
+        rates[9] / rates[0],
+        cpu_per_call(9),
+        us(stats[10].pct(50.0)) - us(direct_p50),
+        rates[10] / rates[0],
+        rates[9] / rates[10],
+        us(cpu[10].1) / calls as f64,
+        us(client_cpu[9]) / calls as f64,
+        us(client_cpu[10]) / calls as f64
     );
 
     for path in paths {

@@ -16,7 +16,7 @@ pub(super) async fn list_benchmarks(env: &Env, plan: &Plan) -> anyhow::Result<()
         ),
         (
             "client → toolgate (HTTP) → echo_server",
-            gateway_http(env, &config).await?,
+            gateway_http(env, &config, Era::Session).await?,
         ),
     ];
     let mut samples: Vec<Vec<Duration>> = vec![Vec::new(); sessions.len()];
