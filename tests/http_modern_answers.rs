@@ -1,4 +1,4 @@
-//! Over HTTP, a 2026-07-28 request gets its answer as one JSON body when the answer is all there is to send, and an SSE stream when progress comes first; a 2025-era session keeps SSE.
+//! Over HTTP, a 2026-07-28 request gets its answer as one JSON body (with its `Content-Length`) when the answer is all there is to send, and an SSE stream when progress comes first; a 2025-era session keeps SSE.
 
 mod common;
 
@@ -61,8 +61,15 @@ async fn a_modern_answer_with_nothing_before_it_is_one_json_body() {
             content_type(&response).starts_with("application/json"),
             "{response:?}"
         );
-        let answer: Value = serde_json::from_str(&response.text().await.expect("body"))
-            .expect("the body is one JSON-RPC message");
+        // Whole, so sized: not chunked.
+        let length = header_text(&response, "content-length");
+        assert!(
+            header_text(&response, "transfer-encoding").is_empty(),
+            "{response:?}"
+        );
+        let body = response.text().await.expect("body");
+        assert_eq!(length, body.len().to_string(), "{body}");
+        let answer: Value = serde_json::from_str(&body).expect("the body is one JSON-RPC message");
         assert_eq!(answer["id"], id, "{answer}");
         assert_eq!(answer["result"]["resultType"], "complete", "{answer}");
         assert_eq!(

@@ -34,6 +34,7 @@
 pub mod auth;
 pub mod connections;
 pub mod doors;
+mod endpoint;
 pub mod envelope;
 pub mod fast;
 mod handshake;
@@ -51,31 +52,25 @@ use axum::{
     response::{IntoResponse, Response},
     routing::any,
 };
-use rmcp::{
-    model::{ClientJsonRpcMessage, ErrorData},
-    transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService},
-};
+use rmcp::model::{ClientJsonRpcMessage, ErrorData};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
-use tower_service::Service;
 
 pub use self::metrics::MetricsListener;
 use self::{
     auth::{Access, Refusal},
     connections::ConnectionLimits,
     doors::Doors,
+    endpoint::{Endpoint, Endpoints, forward},
     envelope::{
         Envelope, InFlight, hold_until_sent, is_json, jsonrpc_error, jsonrpc_refusal, read_body,
     },
-    sessions::{CappedSessions, SessionLimits},
+    sessions::SessionLimits,
 };
 use super::{
-    GatewayService,
     guard::{TOOLS_CALL, duplicate_id},
     lines::refusal,
 };
 use crate::{config::ProfileName, gateway::Gateway};
-
-type Endpoint = StreamableHttpService<GatewayService, CappedSessions>;
 
 // Header names as `HeaderName`s: a `&str` is parsed and checked on every lookup (callgrind:
 // about 450 instructions a lookup by `&str`, 263 by a custom `HeaderName`; four per call POST).
@@ -83,8 +78,6 @@ type Endpoint = StreamableHttpService<GatewayService, CappedSessions>;
 const MCP_METHOD_HEADER: HeaderName = HeaderName::from_static("mcp-method");
 /// The header naming a request's MCP session.
 pub(crate) const SESSION_HEADER: HeaderName = HeaderName::from_static("mcp-session-id");
-/// rmcp's SSE keep-alive, when the idle timeout leaves room for it.
-const SSE_KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// How long the answer to `notifications/initialized` waits for the handler to open the
 /// session to the fast path ([`fast::FastSessions::until_initialized`]).
 const HANDSHAKE_WAIT: Duration = Duration::from_secs(1);
@@ -98,7 +91,7 @@ struct Front {
     /// Read once per request; rebuilt by the first request after a reload.
     routes: std::sync::RwLock<Arc<Routes>>,
     /// Makes the endpoint of a profile a reload added.
-    new_endpoint: Box<dyn Fn(&ProfileName) -> Endpoint + Send + Sync>,
+    endpoints: Endpoints,
     /// `[gateway.auth]`, built once at start.
     oauth: Option<Arc<oauth::OAuth>>,
     sessions: Arc<SessionLimits>,
@@ -149,7 +142,7 @@ impl Front {
                         .endpoints
                         .get(&p.name)
                         .cloned()
-                        .unwrap_or_else(|| (self.new_endpoint)(&p.name));
+                        .unwrap_or_else(|| self.endpoints.make(&p.name));
                     (p.name.clone(), endpoint)
                 })
                 .collect();
@@ -378,17 +371,6 @@ impl Front {
     }
 }
 
-async fn forward(endpoint: &Endpoint, request: Request) -> Response {
-    let mut endpoint = endpoint.clone();
-    match endpoint.call(request).await {
-        Ok(response) => {
-            let (parts, body) = response.into_parts();
-            Response::from_parts(parts, Body::new(body))
-        }
-        Err(never) => match never {},
-    }
-}
-
 /// Binds `addr` and serves until `stop_serving` fires (after a signal, once the calls in
 /// flight are drained) or the gateway stops; answers still being sent go out first.
 /// Calls `on_bound` with the real address (useful with port 0).
@@ -424,56 +406,25 @@ pub async fn serve(
         &settings.allowed_origins,
         settings.allow_loopback_origins,
     );
-    let mut rmcp_config = StreamableHttpServerConfig::default()
-        .with_cancellation_token(stop.clone())
-        .with_allowed_hosts(doors.rmcp_hosts())
-        // SSE pings are what keeps a long call's connection from looking idle.
-        .with_sse_keep_alive(Some(SSE_KEEP_ALIVE.min(settings.connection_idle / 2)))
-        // Read by rmcp only for sessionless (2026-07-28) requests: an answer sent first goes as
-        // JSON, which a client reads to its end and keeps its connection for (the Python SDK's
-        // reconnects after each SSE answer); a notification first keeps SSE. Sessions keep SSE.
-        .with_json_response(true);
     let body_cap = envelope::body_cap(gateway.config().supervise.max_message_bytes);
-    rmcp_config.max_request_body_bytes = body_cap;
+    let rmcp_config = endpoint::rmcp_settings(settings, &doors, stop.clone(), body_cap);
     let sessions = SessionLimits::new(settings);
     let owners = Arc::new(owners::Owners::default());
     let fast = config.fast_path.then(|| {
-        fast::FastSessions::new(
-            settings.session_idle,
-            rmcp_config.sse_keep_alive.unwrap_or(SSE_KEEP_ALIVE),
-        )
+        fast::FastSessions::new(settings.session_idle, endpoint::keep_alive(&rmcp_config))
     });
-    let new_endpoint = {
-        let (gateway, sessions, owners, idle) = (
-            gateway.clone(),
-            sessions.clone(),
-            owners.clone(),
-            settings.session_idle,
-        );
-        let fast = fast.clone();
-        move |profile: &ProfileName| {
-            let mut service = GatewayService::new(gateway.clone(), profile.clone());
-            if let Some(fast) = &fast {
-                service = service.with_http_fast(fast.clone());
-            }
-            let manager = CappedSessions::new(
-                sessions.clone(),
-                owners.clone(),
-                profile.clone(),
-                idle,
-                fast.clone(),
-            );
-            StreamableHttpService::new(
-                move || Ok(service.for_new_session()),
-                Arc::new(manager),
-                rmcp_config.clone(),
-            )
-        }
+    let makes = Endpoints {
+        gateway: gateway.clone(),
+        sessions: sessions.clone(),
+        owners: owners.clone(),
+        session_idle: settings.session_idle,
+        fast: fast.clone(),
+        config: rmcp_config,
     };
     let endpoints = config
         .profiles
         .iter()
-        .map(|p| (p.name.clone(), new_endpoint(&p.name)))
+        .map(|p| (p.name.clone(), makes.make(&p.name)))
         .collect();
     let oauth = match &config.auth {
         Some(settings) => Some(Arc::new(
@@ -488,7 +439,7 @@ pub async fn serve(
             endpoints,
             config: config.clone(),
         })),
-        new_endpoint: Box::new(new_endpoint),
+        endpoints: makes,
         oauth: oauth.clone(),
         sessions,
         owners,

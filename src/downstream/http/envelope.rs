@@ -4,7 +4,9 @@
 
 use std::{
     collections::{HashMap, HashSet},
+    pin::Pin,
     sync::{Arc, Mutex, MutexGuard},
+    task::{Context, Poll},
     time::Duration,
 };
 
@@ -251,13 +253,42 @@ impl Drop for Claim {
 
 /// `response` with `claim` held until its body is done, so the id stays taken while the
 /// answer is still streaming (and, for a `tools/call`, a stopping server waits for it).
-pub fn hold_until_sent<C: Send + Sync + 'static>(response: Response, claim: C) -> Response {
+pub fn hold_until_sent<C: Send + Sync + Unpin + 'static>(response: Response, claim: C) -> Response {
     let (parts, body) = response.into_parts();
-    let body = body.map_frame(move |frame| {
-        let _held = &claim;
-        frame
-    });
-    Response::from_parts(parts, Body::new(body))
+    Response::from_parts(
+        parts,
+        Body::new(Held {
+            body,
+            _claim: claim,
+        }),
+    )
+}
+
+/// A body and what it holds. Unlike `http_body_util`'s `map_frame`, it keeps the body's size
+/// hint, so a whole JSON answer goes out with its `Content-Length`, not chunked.
+struct Held<C> {
+    body: Body,
+    _claim: C,
+}
+
+impl<C: Unpin> hyper::body::Body for Held<C> {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 #[cfg(test)]
