@@ -96,6 +96,11 @@ async fn a_modern_call_whose_progress_comes_first_gets_every_message_on_sse() {
         content_type(&response).starts_with("text/event-stream"),
         "{response:?}"
     );
+    // A stream has no length to give.
+    assert!(
+        header_text(&response, "content-length").is_empty(),
+        "{response:?}"
+    );
     let text = response.text().await.expect("body");
     let messages: Vec<Value> = text
         .lines()
@@ -134,6 +139,10 @@ async fn a_session_of_2025_keeps_its_answers_on_sse() {
         assert_eq!(response.status(), 200);
         assert!(
             content_type(&response).starts_with("text/event-stream"),
+            "{gateway_section}: {response:?}"
+        );
+        assert!(
+            header_text(&response, "content-length").is_empty(),
             "{gateway_section}: {response:?}"
         );
         let answer = jsonrpc_answer(response).await;

@@ -60,7 +60,7 @@ use self::{
     auth::{Access, Refusal},
     connections::ConnectionLimits,
     doors::Doors,
-    endpoint::{Endpoint, Endpoints, forward},
+    endpoint::{Endpoint, EndpointMaker, forward},
     envelope::{
         Envelope, InFlight, hold_until_sent, is_json, jsonrpc_error, jsonrpc_refusal, read_body,
     },
@@ -91,7 +91,7 @@ struct Front {
     /// Read once per request; rebuilt by the first request after a reload.
     routes: std::sync::RwLock<Arc<Routes>>,
     /// Makes the endpoint of a profile a reload added.
-    endpoints: Endpoints,
+    make_endpoint: EndpointMaker,
     /// `[gateway.auth]`, built once at start.
     oauth: Option<Arc<oauth::OAuth>>,
     sessions: Arc<SessionLimits>,
@@ -142,7 +142,7 @@ impl Front {
                         .endpoints
                         .get(&p.name)
                         .cloned()
-                        .unwrap_or_else(|| self.endpoints.make(&p.name));
+                        .unwrap_or_else(|| self.make_endpoint.make(&p.name));
                     (p.name.clone(), endpoint)
                 })
                 .collect();
@@ -413,7 +413,7 @@ pub async fn serve(
     let fast = config.fast_path.then(|| {
         fast::FastSessions::new(settings.session_idle, endpoint::keep_alive(&rmcp_config))
     });
-    let makes = Endpoints {
+    let make_endpoint = EndpointMaker {
         gateway: gateway.clone(),
         sessions: sessions.clone(),
         owners: owners.clone(),
@@ -424,7 +424,7 @@ pub async fn serve(
     let endpoints = config
         .profiles
         .iter()
-        .map(|p| (p.name.clone(), makes.make(&p.name)))
+        .map(|p| (p.name.clone(), make_endpoint.make(&p.name)))
         .collect();
     let oauth = match &config.auth {
         Some(settings) => Some(Arc::new(
@@ -439,7 +439,7 @@ pub async fn serve(
             endpoints,
             config: config.clone(),
         })),
-        endpoints: makes,
+        make_endpoint,
         oauth: oauth.clone(),
         sessions,
         owners,

@@ -51,7 +51,7 @@ pub(super) fn keep_alive(config: &StreamableHttpServerConfig) -> Duration {
 }
 
 /// Makes the endpoint of a profile: at start, and for a profile a reload adds.
-pub(super) struct Endpoints {
+pub(super) struct EndpointMaker {
     pub(super) gateway: Arc<Gateway>,
     pub(super) sessions: Arc<SessionLimits>,
     pub(super) owners: Arc<Owners>,
@@ -61,7 +61,9 @@ pub(super) struct Endpoints {
     pub(super) config: StreamableHttpServerConfig,
 }
 
-impl Endpoints {
+impl EndpointMaker {
+    /// `profile`'s endpoint: toolgate's handler for it, its sessions counted against the
+    /// shared caps.
     pub(super) fn make(&self, profile: &ProfileName) -> Endpoint {
         let mut service = GatewayService::new(self.gateway.clone(), profile.clone());
         if let Some(fast) = &self.fast {

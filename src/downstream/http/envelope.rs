@@ -264,8 +264,10 @@ pub fn hold_until_sent<C: Send + Sync + Unpin + 'static>(response: Response, cla
     )
 }
 
-/// A body and what it holds. Unlike `http_body_util`'s `map_frame`, it keeps the body's size
-/// hint, so a whole JSON answer goes out with its `Content-Length`, not chunked.
+/// A body and what it holds until hyper drops it (after its last frame, or at once when it is
+/// empty); the body is dropped first, being the first field. Unlike `http_body_util`'s
+/// `map_frame`, it keeps the body's size hint, so a whole JSON answer goes out with its
+/// `Content-Length`, not chunked.
 struct Held<C> {
     body: Body,
     _claim: C,
