@@ -43,6 +43,18 @@ fn content_type(response: &reqwest::Response) -> String {
     header_text(response, "content-type")
 }
 
+/// An SSE stream, which has no length to give.
+fn assert_sse(response: &reqwest::Response, case: &str) {
+    assert!(
+        content_type(response).starts_with("text/event-stream"),
+        "{case}: {response:?}"
+    );
+    assert!(
+        header_text(response, "content-length").is_empty(),
+        "{case}: {response:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_modern_answer_with_nothing_before_it_is_one_json_body() {
     let work = Workdir::new(&server_toml("echo", "echo_server", &[]));
@@ -92,15 +104,7 @@ async fn a_modern_call_whose_progress_comes_first_gets_every_message_on_sse() {
     )
     .await;
     assert_eq!(response.status(), 200);
-    assert!(
-        content_type(&response).starts_with("text/event-stream"),
-        "{response:?}"
-    );
-    // A stream has no length to give.
-    assert!(
-        header_text(&response, "content-length").is_empty(),
-        "{response:?}"
-    );
+    assert_sse(&response, "progress first");
     let text = response.text().await.expect("body");
     let messages: Vec<Value> = text
         .lines()
@@ -137,14 +141,7 @@ async fn a_session_of_2025_keeps_its_answers_on_sse() {
         )
         .await;
         assert_eq!(response.status(), 200);
-        assert!(
-            content_type(&response).starts_with("text/event-stream"),
-            "{gateway_section}: {response:?}"
-        );
-        assert!(
-            header_text(&response, "content-length").is_empty(),
-            "{gateway_section}: {response:?}"
-        );
+        assert_sse(&response, gateway_section);
         let answer = jsonrpc_answer(response).await;
         assert_eq!(answer["result"]["content"][0]["text"], "hi", "{answer}");
     }
