@@ -298,7 +298,7 @@ async fn gateway_sockets(env: &Env, config: &Path, tag: &str) -> anyhow::Result<
 }
 
 /// How an HTTP client speaks to its server.
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, Copy)]
 enum Era {
     /// `initialize`, then every request on the session it opened (MCP 2025-11-25 and before).
     Session,
