@@ -609,11 +609,14 @@ async fn soak(env: &Env, seconds: u64, callers: usize, via: Via) -> anyhow::Resu
     route.cpu.measure(&mut cpu, work).await?;
     let calls = done.load(Ordering::Relaxed);
     let (gw_cpu, up_cpu) = cpu_cells(cpu, calls, true);
+    let peak = peak_rss_kib(route.session.pid)?;
     println!(
         "soak: {calls} calls from {callers} callers in {:.1} s = {:.0} calls/s; \
-         {middle} {gw_cpu} µs CPU/call, echo_server {up_cpu} µs CPU/call",
+         {middle} {gw_cpu} µs CPU/call, echo_server {up_cpu} µs CPU/call; \
+         {middle} peak RSS {:.1} MiB",
         start.elapsed().as_secs_f64(),
-        calls as f64 / start.elapsed().as_secs_f64()
+        calls as f64 / start.elapsed().as_secs_f64(),
+        mib(peak)
     );
     route.session.close().await;
     Ok(())

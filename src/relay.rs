@@ -23,7 +23,9 @@
 // clients and servers use them, and this module exists to relay them.
 #![allow(deprecated)]
 
+mod late;
 mod listeners;
+pub use late::SWEEP_EVERY;
 pub use listeners::Listening;
 pub mod tasks;
 
@@ -132,6 +134,8 @@ struct Inner {
     /// 2026-07-28 `subscriptions/listen` streams with resource subscriptions
     /// ([`listeners`]).
     listeners: HashMap<u64, listeners::Listener>,
+    /// 2026-07-28 HTTP requests' sessions whose work is over ([`late`]).
+    late: late::Late,
 }
 
 impl Inner {
@@ -232,6 +236,12 @@ impl Relay {
         self.inner
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The client sessions upstream messages can be routed to now: stdio sessions, 2025-era
+    /// HTTP sessions, and 2026-07-28 HTTP requests not yet forgotten ([`late`]).
+    pub fn sessions(&self) -> usize {
+        self.lock().sessions.len()
     }
 
     /// A number for a new session.

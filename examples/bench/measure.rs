@@ -39,12 +39,21 @@ pub(super) fn median(mut samples: Vec<Duration>) -> Duration {
 
 /// `VmRSS` of `pid`, in KiB.
 pub(super) fn rss_kib(pid: u32) -> anyhow::Result<u64> {
+    status_kib(pid, "VmRSS")
+}
+
+/// `VmHWM` of `pid` (its peak RSS so far), in KiB.
+pub(super) fn peak_rss_kib(pid: u32) -> anyhow::Result<u64> {
+    status_kib(pid, "VmHWM")
+}
+
+fn status_kib(pid: u32, key: &str) -> anyhow::Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     status
         .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .find_map(|line| line.strip_prefix(key)?.strip_prefix(':'))
         .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .context("no VmRSS in /proc/PID/status")
+        .with_context(|| format!("no {key} in /proc/PID/status"))
 }
 
 pub(super) fn mib(kib: u64) -> f64 {

@@ -1,6 +1,6 @@
 //! A 2026-07-28 client's `tools/call`, `prompts/get` and `resources/read` run as multi round-trip exchanges ([`crate::rounds`]): the upstream's requests reach the client as `InputRequiredResult`s, its retries carry the answers back.
 
-use std::{future::Future, time::Duration};
+use std::{cell::Cell, future::Future, sync::Arc, time::Duration};
 
 use rmcp::{
     ErrorData as McpError, RoleServer,
@@ -16,12 +16,11 @@ use tokio_util::sync::CancellationToken;
 use super::{CallRequest, GatewayService};
 use crate::{
     error,
+    gateway::Gateway,
+    relay::{Relay, SWEEP_EVERY, SessionId},
     rounds::{AskSink, Exchange, Outcome, Owner, Step, What},
     upstream::Limit,
 };
-
-/// How long a 2026-07-28 HTTP request's session stays known to the relay after its work.
-const LATE_MESSAGES: Duration = Duration::from_secs(2);
 
 impl GatewayService {
     /// Whether the request is of the 2026-07-28 era, whose clients are not sent requests.
@@ -50,23 +49,13 @@ impl GatewayService {
     }
 
     /// Over HTTP a 2026-07-28 request's handler (and session number) is its own: the relay
-    /// forgets that session shortly after its work is done (what the upstream said just
-    /// before its answer may still be on its way). Over stdio the session stays.
+    /// forgets that session once its answer is out ([`crate::relay::Relay::forget_later`]).
+    /// Over stdio the session stays.
     pub(super) fn forget_request_session_later(&self, context: &RequestContext<RoleServer>) {
         if !matches!(self.owner(context), Owner::Http { .. }) {
             return;
         }
-        let (relay, session) = (self.gateway.relay.clone(), self.session);
-        let stop = self.gateway.shutdown_token().clone();
-        self.gateway.tasks().spawn(async move {
-            tokio::select! {
-                // Late messages of the request had their time.
-                () = tokio::time::sleep(LATE_MESSAGES) => {}
-                // The gateway is stopping.
-                () = stop.cancelled() => {}
-            }
-            relay.unregister(session);
-        });
+        forget_later(&self.gateway, self.session);
     }
 
     /// Continues the exchange `state` names, or starts `work` as a new one; then drives it.
@@ -89,10 +78,10 @@ impl GatewayService {
                 .map_err(error::rounds_failed)?,
             None => {
                 // Over HTTP each 2026-07-28 request has a handler (and session number) of its
-                // own: the relay forgets it shortly after the work is done (what the upstream
-                // said just before its answer, e.g. a log message, may still be on its way).
+                // own: the relay forgets it once the answer is out, at the latest
+                // `LATE_MESSAGES` after the work (what the upstream said just before its
+                // answer, e.g. a log message, may still be on its way).
                 let request_scoped = matches!(owner, Owner::Http { .. });
-                let gateway = self.gateway.clone();
                 let service = self.clone();
                 let peer = context.peer.clone();
                 let capabilities = context.client_capabilities().unwrap_or_default();
@@ -102,23 +91,14 @@ impl GatewayService {
                     capabilities,
                     self.gateway.tasks(),
                     move |sink, cancel| {
-                        let relay = service.gateway.relay.clone();
+                        let gateway = service.gateway.clone();
                         let session = service.session;
-                        relay.register(session, &service.profile, &peer);
+                        gateway.relay.register(session, &service.profile, &peer);
                         let running = work(service, sink, cancel);
                         async move {
                             let outcome = running.await;
                             if request_scoped {
-                                let stop = gateway.shutdown_token().clone();
-                                gateway.tasks().spawn(async move {
-                                    tokio::select! {
-                                        // Late messages of the call had their time.
-                                        () = tokio::time::sleep(LATE_MESSAGES) => {}
-                                        // The gateway is stopping.
-                                        () = stop.cancelled() => {}
-                                    }
-                                    relay.unregister(session);
-                                });
+                                forget_later(&gateway, session);
                             }
                             outcome
                         }
@@ -268,6 +248,50 @@ impl GatewayService {
             },
         )
         .await
+    }
+}
+
+/// Hands a 2026-07-28 HTTP request's session to the relay to forget once its answer is out,
+/// and starts the relay's sweeper when none runs: one task at a time, not one per request
+/// (it ends when no session is left to forget, or when the gateway stops).
+fn forget_later(gateway: &Arc<Gateway>, session: SessionId) {
+    if !gateway.relay.forget_later(session) {
+        return;
+    }
+    let sweeper = Sweeper {
+        relay: gateway.relay.clone(),
+        ended: Cell::new(false),
+    };
+    let stop = gateway.shutdown_token().clone();
+    gateway.tasks().spawn(async move {
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(SWEEP_EVERY) => {}
+                () = stop.cancelled() => {
+                    sweeper.relay.forget_late_now();
+                    break;
+                }
+            }
+            if !sweeper.relay.sweep_late() {
+                break;
+            }
+        }
+        sweeper.ended.set(true);
+    });
+}
+
+/// The relay's sweeper task: if it is dropped before it ended (the runtime shutting down,
+/// a panic), the relay is told, so that the next request starts another.
+struct Sweeper {
+    relay: Arc<Relay>,
+    ended: Cell<bool>,
+}
+
+impl Drop for Sweeper {
+    fn drop(&mut self) {
+        if !self.ended.get() {
+            self.relay.sweeper_gone();
+        }
     }
 }
 

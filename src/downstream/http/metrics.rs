@@ -6,7 +6,7 @@
 //! must send `Authorization: Bearer <token>` (401 otherwise). The `Host` check is the MCP
 //! listener's (loopback names, the bound address, `allowed_hosts`); `Origin` is checked too.
 
-use std::{net::SocketAddr, sync::Arc, time::Duration};
+use std::{fmt::Write as _, net::SocketAddr, sync::Arc, time::Duration};
 
 use axum::{
     extract::{Request, State},
@@ -146,9 +146,11 @@ async fn metrics(State(scrape): State<Arc<Scrape>>, request: Request) -> Respons
     if let Err(refusal) = scrape.admit(&request) {
         return refusal.into_response();
     }
-    (
-        [(CONTENT_TYPE, "text/plain; version=0.0.4")],
-        scrape.gateway.pipeline.metrics.render(),
-    )
-        .into_response()
+    let mut text = scrape.gateway.pipeline.metrics.render();
+    let _ = writeln!(
+        text,
+        "# HELP toolgate_client_sessions Client sessions upstream messages can reach now (stdio, 2025-era HTTP, and 2026-07-28 HTTP requests until their answer is out).\n# TYPE toolgate_client_sessions gauge\ntoolgate_client_sessions {}",
+        scrape.gateway.relay.sessions()
+    );
+    ([(CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
