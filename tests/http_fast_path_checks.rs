@@ -6,7 +6,7 @@ use common::*;
 use serde_json::json;
 
 const OPS_TOKEN: &str = "ops-secret-token";
-const FAST_CALLS: &str = "toolgate_fast_path_calls_total ";
+const FAST_CALLS: &str = "toolgate_fast_path_calls_total";
 
 /// The echo server, and `ops`, guarded by its token.
 fn guarded() -> Workdir {
@@ -18,16 +18,7 @@ fn guarded() -> Workdir {
 }
 
 async fn fast_calls(metrics: &str) -> u64 {
-    let body = reqwest::get(metrics)
-        .await
-        .expect("GET /metrics")
-        .text()
-        .await
-        .expect("the metrics body");
-    body.lines()
-        .find_map(|line| line.strip_prefix(FAST_CALLS))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or(0)
+    metric(metrics, FAST_CALLS).await.unwrap_or(0)
 }
 
 fn echo(id: u64, text: &str) -> serde_json::Value {

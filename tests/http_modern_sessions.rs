@@ -10,15 +10,9 @@ use serde_json::json;
 const SESSIONS: &str = "toolgate_client_sessions";
 
 async fn sessions(metrics: &str) -> u64 {
-    let body = reqwest::get(metrics)
+    metric(metrics, SESSIONS)
         .await
-        .expect("GET /metrics")
-        .text()
-        .await
-        .expect("a metrics body");
-    body.lines()
-        .find_map(|line| line.strip_prefix(SESSIONS)?.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {SESSIONS} in {body}"))
+        .unwrap_or_else(|| panic!("no {SESSIONS} in {metrics}"))
 }
 
 #[tokio::test]

@@ -72,6 +72,24 @@ pub async fn mcp_post_raw(
     request.send().await.expect("POST reaches the gateway")
 }
 
+/// The value of the unlabelled series `name` in a scrape of `url` (a `/metrics` URL); `None`
+/// when the scrape has no such series.
+pub async fn metric(url: &str, name: &str) -> Option<u64> {
+    let body = reqwest::get(url)
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("the metrics body");
+    body.lines().find_map(|line| {
+        line.strip_prefix(name)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
 /// A response header's value as text (empty when absent or not text).
 pub fn header_text(response: &reqwest::Response, name: &str) -> String {
     response
