@@ -36,10 +36,11 @@ async fn a_modern_requests_session_goes_once_its_answer_is_out() {
     }
     // Each call is a request with a session of its own. Held for seconds after its work (as
     // before), all of them would still be known now; each call's end forgets those whose
-    // answers are out.
+    // answers are out (up to 4), the sweeper the rest every 50 ms: a few at most, with room
+    // for a slow machine.
     let known = sessions(&metrics).await;
     assert!(
-        known <= 4,
+        known <= calls / 4,
         "{known} of {calls} sessions still known right after the calls"
     );
     // And the last ones go without another call (the sweeper).
