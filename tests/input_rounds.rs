@@ -5,61 +5,15 @@ mod common;
 
 use std::time::Duration;
 
-use common::*;
+use common::{answers::Answers, *};
 use rmcp::{
-    ClientHandler, ErrorData, RoleClient,
-    model::{
-        ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
-        ElicitRequestParams, ElicitResult, ElicitationAction, Implementation, ListRootsResult,
-        ProtocolVersion, ResultType, Root, SamplingMessage,
-    },
-    service::{RequestContext, RunningService},
+    RoleClient,
+    model::{ProtocolVersion, ResultType},
+    service::RunningService,
 };
 use serde_json::{Value, json};
 
 const LIMIT: Duration = Duration::from_secs(10);
-
-/// A 2026-07-28 client that answers sampling, elicitation and roots (rmcp drives the rounds).
-#[derive(Clone, Default)]
-struct Answers;
-
-impl ClientHandler for Answers {
-    fn get_info(&self) -> ClientConfig {
-        let capabilities = ClientCapabilities::builder()
-            .enable_roots()
-            .enable_sampling()
-            .enable_elicitation()
-            .build();
-        ClientConfig::new(capabilities, Implementation::new("answers", "0"))
-    }
-
-    async fn create_message(
-        &self,
-        params: CreateMessageRequestParams,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<CreateMessageResult, ErrorData> {
-        let asked = serde_json::to_string(&params.messages).unwrap_or_default();
-        let answer = SamplingMessage::assistant_text(format!("you asked {asked}"));
-        Ok(CreateMessageResult::new(answer, "test-model".into()))
-    }
-
-    async fn create_elicitation(
-        &self,
-        _request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, ErrorData> {
-        let mut result = ElicitResult::new(ElicitationAction::Accept);
-        result.content = Some(json!({"answer": "yes"}));
-        Ok(result)
-    }
-
-    async fn list_roots(
-        &self,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<ListRootsResult, ErrorData> {
-        Ok(ListRootsResult::new(vec![Root::new("file:///work")]))
-    }
-}
 
 type Modern = RunningService<RoleClient, Answers>;
 
@@ -98,7 +52,7 @@ async fn asks_are_answered(client: &Modern) {
 #[tokio::test]
 async fn a_modern_stdio_client_answers_in_rounds() {
     let work = notes();
-    let client = modern::over_stdio(Answers, &work).await;
+    let client = modern::over_stdio(Answers::default(), &work).await;
     asks_are_answered(&client).await;
     client.cancel().await.ok();
 }
@@ -107,7 +61,7 @@ async fn a_modern_stdio_client_answers_in_rounds() {
 async fn a_modern_http_client_answers_in_rounds() {
     let work = notes();
     let gateway = HttpGateway::start(&work).await;
-    let client = modern::over_http(Answers, &gateway.url).await;
+    let client = modern::over_http(Answers::default(), &gateway.url).await;
     asks_are_answered(&client).await;
     client.cancel().await.ok();
 }
@@ -379,7 +333,7 @@ async fn an_unanswered_request_is_asked_again_under_a_new_state() {
 #[tokio::test]
 async fn prompts_and_resource_reads_take_rounds_too() {
     let work = notes();
-    let client = modern::over_stdio(Answers, &work).await;
+    let client = modern::over_stdio(Answers::default(), &work).await;
 
     let mut get = rmcp::model::GetPromptRequestParams::new("notes__greet");
     get.arguments = json!({"name": "?"}).as_object().cloned();

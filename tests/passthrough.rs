@@ -3,129 +3,22 @@
 
 mod common;
 
-use std::{
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::time::Duration;
 
-use common::{Workdir, server_toml, text, toolgate};
+use common::{Workdir, answers::Answers, server_toml, text, toolgate};
 use rmcp::{
-    ClientHandler, ErrorData, RoleClient, ServiceExt,
+    RoleClient, ServiceExt,
     model::{
-        ArgumentInfo, ClientCapabilities, ClientConfig, CompleteRequestParams,
-        CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
-        ElicitationAction, GetPromptRequestParams, Implementation, ListRootsResult, LoggingLevel,
-        LoggingMessageNotificationParam, ReadResourceRequestParams, Reference, ResourceContents,
-        ResourceUpdatedNotificationParam, Root, SamplingMessage, SetLevelRequestParams,
+        ArgumentInfo, CompleteRequestParams, GetPromptRequestParams, LoggingLevel,
+        ReadResourceRequestParams, Reference, ResourceContents, SetLevelRequestParams,
         SubscribeRequestParams,
     },
-    service::{NotificationContext, RequestContext, RunningService, ServiceError},
+    service::{RunningService, ServiceError},
     transport::{StreamableHttpClientTransport, TokioChildProcess},
 };
 use serde_json::json;
-use tokio::sync::Notify;
 
-/// A client that can answer sampling, elicitation and roots, and records what it is sent.
-#[derive(Clone, Default)]
-struct Asked {
-    logs: Arc<Mutex<Vec<LoggingMessageNotificationParam>>>,
-    updates: Arc<Mutex<Vec<String>>>,
-    changes: Arc<Mutex<Vec<&'static str>>>,
-    seen: Arc<Notify>,
-}
-
-impl Asked {
-    async fn wait_until(&self, what: &str, done: impl Fn(&Self) -> bool) {
-        let waited = tokio::time::timeout(Duration::from_secs(10), async {
-            loop {
-                let notified = self.seen.notified();
-                if done(self) {
-                    return;
-                }
-                notified.await;
-            }
-        })
-        .await;
-        assert!(waited.is_ok(), "timed out waiting for {what}");
-    }
-
-    fn log_data(&self) -> Vec<String> {
-        self.logs
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|l| l.data.as_str().unwrap_or_default().to_owned())
-            .collect()
-    }
-}
-
-impl ClientHandler for Asked {
-    fn get_info(&self) -> ClientConfig {
-        let capabilities = ClientCapabilities::builder()
-            .enable_roots()
-            .enable_sampling()
-            .enable_elicitation()
-            .build();
-        ClientConfig::new(capabilities, Implementation::new("asked", "0"))
-    }
-
-    async fn create_message(
-        &self,
-        params: CreateMessageRequestParams,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<CreateMessageResult, ErrorData> {
-        let asked = serde_json::to_string(&params.messages).unwrap_or_default();
-        let answer = SamplingMessage::assistant_text(format!("you asked {asked}"));
-        Ok(CreateMessageResult::new(answer, "test-model".into()))
-    }
-
-    async fn create_elicitation(
-        &self,
-        _request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, ErrorData> {
-        let mut result = ElicitResult::new(ElicitationAction::Accept);
-        result.content = Some(json!({"answer": "yes"}));
-        Ok(result)
-    }
-
-    async fn list_roots(
-        &self,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<ListRootsResult, ErrorData> {
-        Ok(ListRootsResult::new(vec![Root::new("file:///work")]))
-    }
-
-    async fn on_logging_message(
-        &self,
-        params: LoggingMessageNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
-        self.logs.lock().unwrap().push(params);
-        self.seen.notify_waiters();
-    }
-
-    async fn on_resource_updated(
-        &self,
-        params: ResourceUpdatedNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
-        self.updates.lock().unwrap().push(params.uri);
-        self.seen.notify_waiters();
-    }
-
-    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.changes.lock().unwrap().push("prompts");
-        self.seen.notify_waiters();
-    }
-
-    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.changes.lock().unwrap().push("resources");
-        self.seen.notify_waiters();
-    }
-}
-
-type Client = RunningService<RoleClient, Asked>;
+type Client = RunningService<RoleClient, Answers>;
 
 fn notes(prefix: &str, extra: &str) -> Workdir {
     Workdir::new(&format!(
@@ -135,7 +28,7 @@ fn notes(prefix: &str, extra: &str) -> Workdir {
     ))
 }
 
-async fn stdio(work: &Workdir, profile: Option<&str>) -> (Client, Asked) {
+async fn stdio(work: &Workdir, profile: Option<&str>) -> (Client, Answers) {
     let mut command = tokio::process::Command::new(toolgate());
     command.arg("--config").arg(work.config()).arg("serve");
     if let Some(profile) = profile {
@@ -145,7 +38,7 @@ async fn stdio(work: &Workdir, profile: Option<&str>) -> (Client, Asked) {
         .stderr(std::process::Stdio::inherit())
         .spawn()
         .expect("spawn toolgate");
-    let asked = Asked::default();
+    let asked = Answers::default();
     let client = asked.clone().serve(transport).await.expect("handshake");
     (client, asked)
 }
@@ -477,7 +370,7 @@ async fn the_same_passes_through_over_http() {
     let work = notes("always", "");
     let gateway = common::HttpGateway::start(&work).await;
     let transport = StreamableHttpClientTransport::from_uri(gateway.url.clone());
-    let asked = Asked::default();
+    let asked = Answers::default();
     let client = asked
         .clone()
         .serve(transport)

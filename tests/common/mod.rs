@@ -1,6 +1,7 @@
 //! Shared fixtures: real example servers, a real `toolgate` process, a real rmcp client.
 #![allow(dead_code)] // each test file uses a different subset
 
+pub mod answers;
 pub mod code_pool;
 pub mod hook_server;
 pub mod idp;
