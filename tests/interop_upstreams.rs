@@ -13,7 +13,7 @@ use std::{path::Path, process::Stdio, time::Duration};
 use common::{interop::*, *};
 use rmcp::{
     ClientHandler, RoleClient, ServiceExt,
-    model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation},
+    model::{CallToolRequestParams, ClientConfig, Implementation},
     service::{RunningService, ServiceError},
     transport::TokioChildProcess,
 };
@@ -26,12 +26,10 @@ struct LikeToolgate;
 
 impl ClientHandler for LikeToolgate {
     fn get_info(&self) -> ClientConfig {
-        let capabilities = ClientCapabilities::builder()
-            .enable_roots()
-            .enable_sampling()
-            .enable_elicitation()
-            .build();
-        ClientConfig::new(capabilities, Implementation::new("interop-direct", "0"))
+        ClientConfig::new(
+            answers::relayed_capabilities(),
+            Implementation::new("interop-direct", "0"),
+        )
     }
 }
 

@@ -55,14 +55,19 @@ impl Answers {
     }
 }
 
+/// Roots, sampling and elicitation: what toolgate's upstream client declares, and what a
+/// client must declare to be sent the requests toolgate relays from an upstream.
+pub fn relayed_capabilities() -> ClientCapabilities {
+    ClientCapabilities::builder()
+        .enable_roots()
+        .enable_sampling()
+        .enable_elicitation()
+        .build()
+}
+
 impl ClientHandler for Answers {
     fn get_info(&self) -> ClientConfig {
-        let capabilities = ClientCapabilities::builder()
-            .enable_roots()
-            .enable_sampling()
-            .enable_elicitation()
-            .build();
-        ClientConfig::new(capabilities, Implementation::new("answers", "0"))
+        ClientConfig::new(relayed_capabilities(), Implementation::new("answers", "0"))
     }
 
     async fn create_message(
