@@ -44,7 +44,7 @@ use crate::{
     gateway::Gateway,
     pipeline::Call,
     registry::View,
-    relay::{Caller, SessionId},
+    relay::{Caller, Reach, SessionId},
     upstream::{ProgressSink, ProgressTo},
 };
 
@@ -60,7 +60,7 @@ struct CallRequest {
     progress: Option<rmcp::model::ProgressToken>,
     /// Where that progress goes instead of the session's peer (HTTP's fast path: the
     /// call's own response stream).
-    progress_stream: Option<crate::upstream::ProgressStream>,
+    progress_stream: Option<crate::upstream::NoticeStream>,
     /// Fired by the client's `notifications/cancelled`.
     cancel: tokio_util::sync::CancellationToken,
     /// `_meta.traceparent`, else (over HTTP) the `traceparent` header; unreadable is absent.
@@ -123,6 +123,39 @@ impl GatewayService {
         self.gateway
             .relay
             .register(self.session, &self.profile, peer);
+        self.call_to(request, rounds, Some(peer.clone()), || {
+            ProgressTo::Peer(peer.clone())
+        })
+    }
+
+    /// [`Self::call_of`] for a client reached as `reach` says: a 2026-07-28 call taken by
+    /// HTTP's modern fast path has no peer, only its response stream.
+    fn call_via(
+        &self,
+        reach: &Reach,
+        request: CallRequest,
+        rounds: Option<crate::rounds::AskSink>,
+    ) -> Call {
+        match reach {
+            Reach::Peer(peer) => self.call_of(peer, request, rounds),
+            Reach::Stream(stream) => {
+                self.gateway
+                    .relay
+                    .register_reach(self.session, &self.profile, || reach.clone());
+                self.call_to(request, rounds, None, || ProgressTo::Stream(stream.clone()))
+            }
+        }
+    }
+
+    /// The pipeline's call; progress goes to the request's own stream when it has one, else
+    /// to `progress_to()`.
+    fn call_to(
+        &self,
+        request: CallRequest,
+        rounds: Option<crate::rounds::AskSink>,
+        peer: Option<Peer<RoleServer>>,
+        progress_to: impl FnOnce() -> ProgressTo,
+    ) -> Call {
         Call {
             profile: self.profile.clone(),
             name: request.name,
@@ -131,12 +164,12 @@ impl GatewayService {
             progress: request.progress.map(|token| ProgressSink {
                 to: match request.progress_stream {
                     Some(stream) => ProgressTo::Stream(stream),
-                    None => ProgressTo::Peer(peer.clone()),
+                    None => progress_to(),
                 },
                 token,
             }),
             client: Some(Caller {
-                peer: peer.clone(),
+                peer,
                 session: self.session,
                 rounds,
                 subject: request.subject,

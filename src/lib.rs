@@ -88,7 +88,11 @@
 //! ([`upstream::raw`]) without waking rmcp's client → unless a stage had to decode it, the
 //! client's answer is written around the upstream's bytes. Over HTTP,
 //! [`downstream::http::fast`] takes such a call's POST on a live 2025-era session after the
-//! front's checks and answers it beside rmcp's session worker, through the same entry.
+//! front's checks and answers it beside rmcp's session worker, through the same entry. A
+//! 2026-07-28 call (no session) is taken by [`downstream::http::modern`]: the handler's
+//! exchange ([`rounds`]) and [`pipeline::Pipeline::execute`] run as under rmcp, without
+//! rmcp's per-request service, and the client is reached through the response
+//! ([`relay::Reach`]).
 //!
 //! A `run_code` call takes the same path; at the base of the around chain
 //! [`code_mode::CodeRunner`] hands the program to a worker, and each `await tools.x(args)`

@@ -25,8 +25,10 @@
 
 mod late;
 mod listeners;
+mod reach;
 pub use late::SWEEP_EVERY;
 pub use listeners::Listening;
+pub use reach::Reach;
 pub mod tasks;
 
 use std::{
@@ -58,7 +60,9 @@ pub type SessionId = u64;
 /// The client a call came from: where its server requests and messages go.
 #[derive(Clone)]
 pub struct Caller {
-    pub peer: Peer<RoleServer>,
+    /// The session's rmcp peer; `None` for a 2026-07-28 call taken by HTTP's modern fast
+    /// path, which is reached through its response stream and asked through `rounds`.
+    pub peer: Option<Peer<RoleServer>>,
     pub session: SessionId,
     /// A 2026-07-28 call: where the upstream's requests go instead of `peer`.
     pub rounds: Option<AskSink>,
@@ -116,7 +120,7 @@ impl Ask {
 
 struct Session {
     profile: ProfileName,
-    peer: Peer<RoleServer>,
+    reach: Reach,
     /// Set by `logging/setLevel`; `None`: everything the upstreams send.
     level: Option<LoggingLevel>,
     /// (server, upstream URI) → the URI this session subscribed with.
@@ -253,12 +257,22 @@ impl Relay {
     /// request that depends on it, since a client's first request may be handled before its
     /// `initialized` notification; a known session is left as it is.
     pub fn register(&self, session: SessionId, profile: &ProfileName, peer: &Peer<RoleServer>) {
+        self.register_reach(session, profile, || Reach::Peer(peer.clone()));
+    }
+
+    /// [`Self::register`] for a session reached as `reach` says.
+    pub fn register_reach(
+        &self,
+        session: SessionId,
+        profile: &ProfileName,
+        reach: impl FnOnce() -> Reach,
+    ) {
         self.lock()
             .sessions
             .entry(session)
             .or_insert_with(|| Session {
                 profile: profile.clone(),
-                peer: peer.clone(),
+                reach: reach(),
                 level: None,
                 subscriptions: HashMap::new(),
             });
@@ -411,17 +425,17 @@ impl Relay {
             Some(logger) => format!("{server}/{logger}"),
             None => server.to_string(),
         });
-        let targets: Vec<Peer<RoleServer>> = {
+        let targets: Vec<Reach> = {
             let inner = self.lock();
             self.audience(&inner, server)
                 .iter()
                 .filter_map(|id| inner.sessions.get(id))
                 .filter(|s| s.level.is_none_or(|min| rank(params.level) >= rank(min)))
-                .map(|s| s.peer.clone())
+                .map(|s| s.reach.clone())
                 .collect()
         };
-        for peer in targets {
-            if let Err(error) = peer.notify_logging_message(params.clone()).await {
+        for reach in targets {
+            if let Err(error) = reach.log(params.clone()).await {
                 tracing::debug!(%server, %error, "could not relay a log message");
             }
         }
@@ -437,7 +451,10 @@ impl Relay {
             inner
                 .sessions
                 .values()
-                .filter_map(|s| Some((s.peer.clone(), s.subscriptions.get(&key)?.clone())))
+                .filter_map(|s| {
+                    let peer = s.reach.peer()?;
+                    Some((peer.clone(), s.subscriptions.get(&key)?.clone()))
+                })
                 .collect()
         };
         for (peer, exposed) in targets {
@@ -473,7 +490,10 @@ impl Relay {
                     .filter_map(|b| b.rounds.as_ref())
                     .collect();
                 match rounds.as_slice() {
-                    [] => inner.sessions.get(one).map(|s| s.peer.clone()),
+                    [] => match inner.sessions.get(one).map(|s| &s.reach) {
+                        Some(Reach::Stream(_)) => return Err(asked_between_calls(method, server)),
+                        reach => reach.and_then(Reach::peer).cloned(),
+                    },
                     [sink] if sink.declared(ask) => return Ok(Route::Rounds((*sink).clone())),
                     [_] => return Err(undeclared(method, server)),
                     many => {
@@ -521,7 +541,10 @@ impl Relay {
             return None;
         };
         let inner = self.lock();
-        let peer = inner.sessions.get(&session).map(|s| s.peer.clone());
+        let peer = inner
+            .sessions
+            .get(&session)
+            .and_then(|s| s.reach.peer().cloned());
         // The latest `tasks/result` waiting for the task, else the session itself.
         let waiting = inner
             .waiting
@@ -555,19 +578,25 @@ impl Relay {
         };
         if peer.peer_info().is_none() {
             // A session opened with `server/discover`: it is asked only in answer to a call.
-            return Err(ErrorData::new(
-                ErrorCode::METHOD_NOT_FOUND,
-                format!(
-                    "the only client session that could answer {method} from server \"{server}\" speaks 2026-07-28, whose clients are asked only during a call of theirs"
-                ),
-                None,
-            ));
+            return Err(asked_between_calls(method, server));
         }
         if !ask.declared_by(&peer) {
             return Err(undeclared(method, server));
         }
         Ok(Route::Client(peer))
     }
+}
+
+/// The only session that could answer speaks 2026-07-28 and has no call of its own waiting
+/// for it.
+fn asked_between_calls(method: &str, server: &ServerId) -> ErrorData {
+    ErrorData::new(
+        ErrorCode::METHOD_NOT_FOUND,
+        format!(
+            "the only client session that could answer {method} from server \"{server}\" speaks 2026-07-28, whose clients are asked only during a call of theirs"
+        ),
+        None,
+    )
 }
 
 fn undeclared(method: &str, server: &ServerId) -> ErrorData {

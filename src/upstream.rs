@@ -169,15 +169,33 @@ pub struct ProgressSink {
 pub enum ProgressTo {
     /// Through the session's rmcp peer (stdio, and HTTP's typed path).
     Peer(Peer<RoleServer>),
-    /// Onto the call's own response stream (HTTP's fast path, `downstream::http::fast`):
-    /// bounded, a notification that finds it full is dropped, as
-    /// [`crate::downstream::guard`] drops them for a client that does not read.
-    Stream(ProgressStream),
+    /// Onto the call's own response stream (HTTP's fast paths, `downstream::http::fast` and
+    /// `downstream::http::modern`).
+    Stream(NoticeStream),
 }
 
-/// A call's own progress stream (HTTP's fast path). Boxed: tokio allocates a channel's first
-/// 32 slots at once, 3 KB for this type unboxed, and rmcp's clients ask every call for progress.
-pub type ProgressStream = tokio::sync::mpsc::Sender<Box<rmcp::model::ProgressNotificationParam>>;
+/// A call's own response stream (HTTP's fast paths): the notifications sent to the client
+/// during the call (progress; a 2026-07-28 call's log messages too, from
+/// [`crate::relay`]), in the order they were sent. Bounded: a notification that finds it full
+/// is dropped, as [`crate::downstream::guard`] drops them for a client that does not read.
+/// Boxed: tokio allocates a channel's first 32 slots at once, and rmcp's clients ask every
+/// call for progress.
+pub type NoticeStream = tokio::sync::mpsc::Sender<Box<rmcp::model::ServerNotification>>;
+
+/// Puts `notice` on a call's response stream, or says why it could not.
+pub fn send_notice(
+    stream: &NoticeStream,
+    notice: rmcp::model::ServerNotification,
+) -> Result<(), String> {
+    stream.try_send(Box::new(notice)).map_err(|e| match e {
+        tokio::sync::mpsc::error::TrySendError::Full(_) => {
+            "the response stream is full: notification dropped".to_owned()
+        }
+        tokio::sync::mpsc::error::TrySendError::Closed(_) => {
+            "the response stream is gone".to_owned()
+        }
+    })
+}
 
 impl ProgressSink {
     /// Sends one notification (its token already the client's) to the client.
@@ -190,14 +208,12 @@ impl ProgressSink {
                 .notify_progress(params)
                 .await
                 .map_err(|e| e.to_string()),
-            ProgressTo::Stream(stream) => stream.try_send(Box::new(params)).map_err(|e| match e {
-                tokio::sync::mpsc::error::TrySendError::Full(_) => {
-                    "the response stream is full: notification dropped".to_owned()
-                }
-                tokio::sync::mpsc::error::TrySendError::Closed(_) => {
-                    "the response stream is gone".to_owned()
-                }
-            }),
+            ProgressTo::Stream(stream) => send_notice(
+                stream,
+                rmcp::model::ServerNotification::ProgressNotification(
+                    rmcp::model::ProgressNotification::new(params),
+                ),
+            ),
         }
     }
 }

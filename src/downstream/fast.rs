@@ -53,7 +53,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-mod envelope;
+pub(crate) mod envelope;
 mod ids;
 mod scan;
 
@@ -406,7 +406,7 @@ impl CallParts {
         cancel: CancellationToken,
         header_traceparent: Option<&str>,
         subject: Option<Arc<str>>,
-        progress_stream: Option<crate::upstream::ProgressStream>,
+        progress_stream: Option<crate::upstream::NoticeStream>,
     ) -> CallRequest {
         let traceparent = match self.traceparent {
             Some(read) => read,

@@ -23,9 +23,10 @@
 //!    and an `initialize` beyond the session caps gets 503 ([`sessions`]). A JSON body rmcp
 //!    cannot decode is answered 400 as over stdio ([`lines::refusal`](super::lines::refusal)):
 //!    `-32700` if it is not JSON, else `-32600` (rmcp would say 415).
-//! 4. **The fast path** ([`fast`]): a plain `tools/call` on a live 2025-era session (and the
-//!    client's cancel of one) is answered here, beside rmcp's session worker; everything else
-//!    goes to rmcp's `StreamableHttpService`.
+//! 4. **The fast paths**: a plain `tools/call` on a live 2025-era session (and the client's
+//!    cancel of one) is answered beside rmcp's session worker ([`fast`]); a plain 2026-07-28
+//!    `tools/call` (no session) without rmcp's per-request service ([`modern`]); everything
+//!    else goes to rmcp's `StreamableHttpService`.
 //!
 //! Connections are capped below the open-file limit, with header and idle timeouts
 //! ([`connections`]). Tokens are compared in constant time (as SHA-256 digests), never
@@ -39,6 +40,7 @@ pub mod envelope;
 pub mod fast;
 mod handshake;
 pub mod metrics;
+pub mod modern;
 pub mod oauth;
 mod owners;
 pub mod sessions;
@@ -231,6 +233,20 @@ impl Front {
             };
             let response = fast.call(live, id, call, &parts);
             return hold_until_sent(response, (Some(claim), Some(answering)));
+        }
+        // A 2026-07-28 call (no session) that rmcp would pass without a word is answered
+        // without rmcp's per-request service ([`modern`]), on a handler of its own as rmcp
+        // would give it.
+        if let Some(fast) = &self.fast
+            && !parts.headers.contains_key(SESSION_HEADER)
+            && let Some(call) = modern::ModernCall::read(&parts.headers, &bytes)
+        {
+            let service = super::GatewayService::new(self.gateway.clone(), profile.clone());
+            if call.fits(&service.view()) {
+                let answering = self.answering.token();
+                let response = modern::answer(service, call, &parts, fast.keep_alive()).await;
+                return hold_until_sent(response, answering);
+            }
         }
         let envelope = Envelope::peek(&bytes);
         let mut diverted = false;

@@ -5,8 +5,9 @@ use std::{cell::Cell, future::Future, sync::Arc, time::Duration};
 use rmcp::{
     ErrorData as McpError, RoleServer,
     model::{
-        CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse,
-        InputResponses, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+        CallToolRequestParams, CallToolResponse, ClientCapabilities, GetPromptRequestParams,
+        GetPromptResponse, InputResponses, JsonObject, ProgressToken, ProtocolVersion,
+        ReadResourceRequestParams, ReadResourceResponse,
     },
     service::RequestContext,
 };
@@ -17,9 +18,9 @@ use super::{CallRequest, GatewayService};
 use crate::{
     error,
     gateway::Gateway,
-    relay::{Relay, SWEEP_EVERY, SessionId},
+    relay::{Reach, Relay, SWEEP_EVERY, SessionId},
     rounds::{AskSink, Exchange, Outcome, Owner, Step, What},
-    upstream::Limit,
+    upstream::{Limit, NoticeStream},
 };
 
 impl GatewayService {
@@ -33,18 +34,31 @@ impl GatewayService {
     /// Who may continue an exchange this request parks.
     pub(super) fn owner(&self, context: &RequestContext<RoleServer>) -> Owner {
         match context.extensions.get::<http::request::Parts>() {
-            Some(parts) => {
-                let credential = parts
-                    .headers
-                    .get(http::header::AUTHORIZATION)
-                    .map(|value| Sha256::digest(value.as_bytes()).into())
-                    .unwrap_or([0; 32]);
-                Owner::Http {
-                    profile: self.profile.clone(),
-                    credential,
-                }
-            }
+            Some(parts) => self.http_owner(&parts.headers),
             None => Owner::Session(self.session),
+        }
+    }
+
+    /// The owner of an HTTP request's exchange: 2026-07-28 requests have no session, so the
+    /// profile and the `Authorization` header stand for the client.
+    pub(super) fn http_owner(&self, headers: &http::HeaderMap) -> Owner {
+        let credential = headers
+            .get(http::header::AUTHORIZATION)
+            .map(|value| Sha256::digest(value.as_bytes()).into())
+            .unwrap_or([0; 32]);
+        Owner::Http {
+            profile: self.profile.clone(),
+            credential,
+        }
+    }
+
+    /// The request's client as an exchange needs it.
+    pub(super) fn asker(&self, context: &RequestContext<RoleServer>) -> Asker {
+        Asker {
+            owner: self.owner(context),
+            reach: Reach::Peer(context.peer.clone()),
+            capabilities: context.client_capabilities().unwrap_or_default(),
+            ct: context.ct.clone(),
         }
     }
 
@@ -64,13 +78,18 @@ impl GatewayService {
         what: What,
         state: Option<String>,
         responses: Option<InputResponses>,
-        context: &RequestContext<RoleServer>,
+        asker: Asker,
         work: impl FnOnce(GatewayService, AskSink, CancellationToken) -> Fut,
     ) -> Result<Step, McpError>
     where
         Fut: Future<Output = Outcome> + Send + 'static,
     {
-        let owner = self.owner(context);
+        let Asker {
+            owner,
+            reach,
+            capabilities,
+            ct,
+        } = asker;
         let rounds = &self.gateway.rounds;
         let exchange = match state {
             Some(state) => rounds
@@ -83,8 +102,6 @@ impl GatewayService {
                 // answer, e.g. a log message, may still be on its way).
                 let request_scoped = matches!(owner, Owner::Http { .. });
                 let service = self.clone();
-                let peer = context.peer.clone();
-                let capabilities = context.client_capabilities().unwrap_or_default();
                 Exchange::start(
                     owner,
                     what,
@@ -93,7 +110,9 @@ impl GatewayService {
                     move |sink, cancel| {
                         let gateway = service.gateway.clone();
                         let session = service.session;
-                        gateway.relay.register(session, &service.profile, &peer);
+                        gateway
+                            .relay
+                            .register_reach(session, &service.profile, || reach);
                         let running = work(service, sink, cancel);
                         async move {
                             let outcome = running.await;
@@ -107,7 +126,7 @@ impl GatewayService {
             }
         };
         rounds
-            .drive(exchange, &context.ct)
+            .drive(exchange, &ct)
             .await
             .map_err(error::rounds_failed)
     }
@@ -118,33 +137,65 @@ impl GatewayService {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let what = What {
-            method: "tools/call",
-            name: request.name.to_string(),
-        };
-        let peer = context.peer.clone();
         let progress = context.meta.get_progress_token();
         let traceparent = super::traceparent_of(&context);
         let subject = super::subject_of(&context);
-        let (state, responses) = (request.request_state, request.input_responses);
-        let (name, arguments) = (request.name, request.arguments);
+        let asker = self.asker(&context);
+        let call = RoundsCall {
+            name: request.name.into_owned(),
+            arguments: request.arguments,
+            progress,
+            progress_stream: None,
+            traceparent,
+            subject,
+        };
+        self.run_call_in_rounds(call, request.request_state, request.input_responses, asker)
+            .await
+    }
+
+    /// A 2026-07-28 `tools/call` taken by HTTP's modern fast path: what rmcp's handler runs
+    /// for it ([`ServerHandler::call_tool`](rmcp::ServerHandler::call_tool) of a request
+    /// that asks for no task and continues no exchange).
+    pub(super) async fn modern_fast_call(
+        &self,
+        call: RoundsCall,
+        asker: Asker,
+    ) -> Result<CallToolResponse, McpError> {
+        self.settled().await?;
+        self.run_call_in_rounds(call, None, None, asker).await
+    }
+
+    /// A 2026-07-28 `tools/call` run as an exchange, however it was read (rmcp's handler,
+    /// or HTTP's modern fast path).
+    pub(super) async fn run_call_in_rounds(
+        &self,
+        call: RoundsCall,
+        state: Option<String>,
+        responses: Option<InputResponses>,
+        asker: Asker,
+    ) -> Result<CallToolResponse, McpError> {
+        let what = What {
+            method: "tools/call",
+            name: call.name.clone(),
+        };
+        let reach = asker.reach.clone();
         let step = self
             .in_rounds(
                 what,
                 state,
                 responses,
-                &context,
+                asker,
                 move |service, sink, cancel| {
-                    let call = CallRequest {
-                        name: name.into_owned(),
-                        arguments,
-                        progress,
-                        progress_stream: None,
+                    let request = CallRequest {
+                        name: call.name,
+                        arguments: call.arguments,
+                        progress: call.progress,
+                        progress_stream: call.progress_stream,
                         cancel,
-                        traceparent,
-                        subject,
+                        traceparent: call.traceparent,
+                        subject: call.subject,
                     };
-                    let call = service.call_of(&peer, call, Some(sink));
+                    let call = service.call_via(&reach, request, Some(sink));
                     async move {
                         let view = service.view();
                         let outcome = match service.gateway.pipeline.execute(&view, call).await {
@@ -237,7 +288,7 @@ impl GatewayService {
             what,
             state,
             responses,
-            context,
+            self.asker(context),
             move |service, sink, cancel| {
                 let limit = Limit {
                     timeout,
@@ -249,6 +300,27 @@ impl GatewayService {
         )
         .await
     }
+}
+
+/// Who asks, as an exchange needs it: read from rmcp's request context ([`GatewayService::asker`]),
+/// or by HTTP's modern fast path from the request itself.
+pub(super) struct Asker {
+    pub(super) owner: Owner,
+    pub(super) reach: Reach,
+    pub(super) capabilities: ClientCapabilities,
+    /// Cancelled when the client is gone: the exchange ends with it.
+    pub(super) ct: CancellationToken,
+}
+
+/// A 2026-07-28 `tools/call`, as its exchange's work needs it (its cancel comes from the
+/// exchange).
+pub(super) struct RoundsCall {
+    pub(super) name: String,
+    pub(super) arguments: Option<JsonObject>,
+    pub(super) progress: Option<ProgressToken>,
+    pub(super) progress_stream: Option<NoticeStream>,
+    pub(super) traceparent: Option<crate::telemetry::Traceparent>,
+    pub(super) subject: Option<Arc<str>>,
 }
 
 /// Hands a 2026-07-28 HTTP request's session to the relay to forget once its answer is out,

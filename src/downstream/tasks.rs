@@ -69,7 +69,7 @@ pub fn may_carry_task(line: &[u8]) -> bool {
 }
 
 /// Whether a tool's definition (its extra) lets it run as a task.
-fn task_support(extra: &crate::registry::extra::Extra) -> &str {
+pub(in crate::downstream) fn task_support(extra: &crate::registry::extra::Extra) -> &str {
     extra
         .as_ref()
         .and_then(|e| e.get("execution"))

@@ -125,7 +125,7 @@ impl super::Inner {
     fn is_closed(&self, session: SessionId) -> bool {
         self.sessions
             .get(&session)
-            .is_none_or(|s| s.peer.is_transport_closed())
+            .is_none_or(|s| s.reach.is_closed())
     }
 }
 

@@ -263,7 +263,12 @@ impl super::Relay {
         if route.bridge.is_some() {
             return;
         }
-        let Some(peer) = self.lock().sessions.get(&session).map(|s| s.peer.clone()) else {
+        let peer = self
+            .lock()
+            .sessions
+            .get(&session)
+            .and_then(|s| s.reach.peer().cloned());
+        let Some(peer) = peer else {
             return;
         };
         params["taskId"] = serde_json::Value::String(route.id);

@@ -97,7 +97,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
 }
 
 /// `T` read from a JSON object only (serde reads a struct from an array too).
-pub(super) struct Object<T>(pub T);
+pub(crate) struct Object<T>(pub T);
 
 impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {

@@ -26,8 +26,8 @@
 //!
 //! Everything else goes to rmcp as before, which answers it as it always did (a request the
 //! fast path could have answered differently is never taken: the checks above only say when
-//! rmcp would have nothing to object to). 2026-07-28 requests never have a session, so they
-//! always take rmcp's path.
+//! rmcp would have nothing to object to). 2026-07-28 requests never have a session: those
+//! are [`super::modern`]'s.
 //!
 //! A taken call runs [`GatewayService::call_answer`](super::super::GatewayService) (the
 //! stdio fast path's entry: masks, validation, hooks, timeouts with upstream cancel, retry,
@@ -70,10 +70,7 @@ use axum::{
 };
 use rmcp::{
     RoleServer,
-    model::{
-        JsonRpcMessage, ProgressNotification, ProgressNotificationParam, RequestId,
-        ServerNotification,
-    },
+    model::{JsonRpcMessage, RequestId, ServerNotification},
     service::{Peer, TxJsonRpcMessage},
     transport::streamable_http_server::session::local::LocalSessionHandle,
 };
@@ -239,6 +236,11 @@ impl FastSessions {
         }
     }
 
+    /// Between SSE comments while a call runs (rmcp's pace).
+    pub(super) fn keep_alive(&self) -> Duration {
+        self.keep_alive
+    }
+
     fn now_ms(&self) -> u64 {
         u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
@@ -313,12 +315,14 @@ impl FastSessions {
             Some(answer_line(id, outcome, false))
         };
         let body = CallBody {
+            first: None,
             call: Some(crate::pipeline::boxed(answer)),
             answer: None,
             progress: progress_rx,
             keep_alive: self.keep_alive,
             idle: None,
             done: false,
+            cancel_on_drop: None,
         };
         let mut response = Response::new(Body::from_stream(body));
         let headers = response.headers_mut();
@@ -407,7 +411,7 @@ fn plain_headers(headers: &HeaderMap) -> bool {
 
 /// An `Accept` that plainly lists both JSON and SSE (no parameters, no weights: those are
 /// left to rmcp).
-fn accepts_both(headers: &HeaderMap) -> bool {
+pub(super) fn accepts_both(headers: &HeaderMap) -> bool {
     // What the SDKs send (the TypeScript and Python SDKs one order, rmcp the other),
     // compared whole: splitting and trimming each item cost more than the whole check.
     let mut values = headers.get_all(header::ACCEPT).iter();
@@ -441,19 +445,25 @@ fn lists_both(headers: &HeaderMap) -> bool {
     json && sse
 }
 
-type Answering = Pin<Box<dyn Future<Output = Option<Vec<u8>>> + Send>>;
+pub(super) type Answering = Pin<Box<dyn Future<Output = Option<Vec<u8>>> + Send>>;
 
 /// The response body of one call: its progress, then its answer, as SSE events.
-struct CallBody {
+pub(super) struct CallBody {
+    /// An event already taken from `progress`, sent first.
+    pub(super) first: Option<Bytes>,
     /// The call, until it is over.
-    call: Option<Answering>,
+    pub(super) call: Option<Answering>,
     /// The call is over: its answer (`None`: cancelled, no answer).
-    answer: Option<Option<Vec<u8>>>,
-    progress: Option<mpsc::Receiver<Box<ProgressNotificationParam>>>,
-    keep_alive: Duration,
+    pub(super) answer: Option<Option<Vec<u8>>>,
+    pub(super) progress: Option<mpsc::Receiver<Box<ServerNotification>>>,
+    pub(super) keep_alive: Duration,
     /// Armed while the call runs and nothing is sent.
-    idle: Option<Pin<Box<tokio::time::Sleep>>>,
-    done: bool,
+    pub(super) idle: Option<Pin<Box<tokio::time::Sleep>>>,
+    pub(super) done: bool,
+    /// Cancelled when the client goes away before the answer (a 2026-07-28 request, as
+    /// rmcp cancels its handler); `None`: the call runs on (a session's call, as rmcp's
+    /// session worker lets it).
+    pub(super) cancel_on_drop: Option<CancellationToken>,
 }
 
 impl futures::Stream for CallBody {
@@ -463,6 +473,9 @@ impl futures::Stream for CallBody {
         let this = &mut *self;
         if this.done {
             return Poll::Ready(None);
+        }
+        if let Some(first) = this.first.take() {
+            return Poll::Ready(Some(Ok(first)));
         }
         if let Some(call) = &mut this.call
             && let Poll::Ready(answer) = call.as_mut().poll(cx)
@@ -480,9 +493,9 @@ impl futures::Stream for CallBody {
                     Poll::Pending => None,
                 }
             };
-            if let Some(params) = next {
+            if let Some(notice) = next {
                 this.idle = None;
-                return Poll::Ready(Some(Ok(progress_event(*params))));
+                return Poll::Ready(Some(Ok(notice_event(*notice))));
             }
         }
         if let Some(answer) = this.answer.take() {
@@ -503,12 +516,16 @@ impl futures::Stream for CallBody {
 
 impl Drop for CallBody {
     /// The client went away before the answer: the call still runs to its end (and is
-    /// audited), as rmcp's session worker lets it.
+    /// audited), as rmcp's session worker lets it; cancelled first when `cancel_on_drop`
+    /// says so.
     fn drop(&mut self) {
-        if let Some(call) = self.call.take()
-            && let Ok(runtime) = tokio::runtime::Handle::try_current()
-        {
-            runtime.spawn(call);
+        if let Some(call) = self.call.take() {
+            if let Some(cancel) = &self.cancel_on_drop {
+                cancel.cancel();
+            }
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(call);
+            }
         }
     }
 }
@@ -516,7 +533,7 @@ impl Drop for CallBody {
 /// One SSE event carrying `json` (a JSON-RPC message; a trailing newline is left out). A
 /// line break inside (JSON whitespace from an upstream) starts another `data:` line, which
 /// the client joins back with a newline: the same JSON.
-fn event(json: &[u8]) -> Bytes {
+pub(super) fn event(json: &[u8]) -> Bytes {
     let json = json.strip_suffix(b"\n").unwrap_or(json);
     let mut out = Vec::with_capacity(json.len() + 9);
     for (n, piece) in json.split(|b| *b == b'\n' || *b == b'\r').enumerate() {
@@ -530,15 +547,13 @@ fn event(json: &[u8]) -> Bytes {
     out.into()
 }
 
-/// The `notifications/progress` event, as rmcp's peer writes it.
-fn progress_event(params: ProgressNotificationParam) -> Bytes {
-    let message: TxJsonRpcMessage<RoleServer> = JsonRpcMessage::notification(
-        ServerNotification::ProgressNotification(ProgressNotification::new(params)),
-    );
+/// A notification's event, as rmcp's peer writes it.
+pub(super) fn notice_event(notice: ServerNotification) -> Bytes {
+    let message: TxJsonRpcMessage<RoleServer> = JsonRpcMessage::notification(notice);
     match serde_json::to_vec(&message) {
         Ok(json) => event(&json),
         Err(error) => {
-            tracing::debug!(%error, "could not encode a progress notification");
+            tracing::debug!(%error, "could not encode a notification");
             Bytes::from_static(b":\n\n")
         }
     }

@@ -177,7 +177,7 @@ impl GatewayService {
         let subject = super::super::subject_of(context);
         let (name, arguments) = (request.name.to_string(), request.arguments.clone());
         let step = self
-            .in_rounds(what, None, None, context, move |service, sink, cancel| {
+            .in_rounds(what, None, None, self.asker(context), move |service, sink, cancel| {
                 let call = CallRequest {
                     name,
                     arguments,
