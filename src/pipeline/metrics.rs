@@ -29,7 +29,7 @@ struct ToolStats {
 pub struct Metrics {
     by_tool: Mutex<BTreeMap<String, ToolStats>>,
     /// `tools/call` requests answered by a fast path: stdio's ([`crate::downstream::fast`])
-    /// or HTTP's ([`crate::downstream::http`]).
+    /// or HTTP's ([`crate::downstream::http::fast`], [`crate::downstream::http::modern`]).
     fast_path_calls: AtomicU64,
     /// Calls forwarded to a stdio upstream over the raw path ([`crate::upstream::raw`]).
     raw_upstream_calls: AtomicU64,
@@ -129,7 +129,7 @@ impl Metrics {
         }
         let _ = writeln!(
             out,
-            "# HELP toolgate_fast_path_calls_total tools/call requests answered by a fast path, over stdio or HTTP (raw JSON, no typed decoding).\n# TYPE toolgate_fast_path_calls_total counter\ntoolgate_fast_path_calls_total {}",
+            "# HELP toolgate_fast_path_calls_total tools/call requests answered by a fast path, over stdio or HTTP (not by rmcp's typed service).\n# TYPE toolgate_fast_path_calls_total counter\ntoolgate_fast_path_calls_total {}",
             self.fast_path_calls.load(Ordering::Relaxed)
         );
         let _ = writeln!(
