@@ -504,8 +504,16 @@ fn typed_line(
             JsonRpcMessage::error(error, Some(id))
         }
     };
-    let mut line = match serde_json::to_vec(&message) {
-        Ok(line) => line,
+    let mut line = encoded(message);
+    line.push(b'\n');
+    line
+}
+
+/// An answer as JSON; one that cannot be encoded becomes the internal error that says so, to
+/// the same id.
+pub(crate) fn encoded(message: TxJsonRpcMessage<RoleServer>) -> Vec<u8> {
+    match serde_json::to_vec(&message) {
+        Ok(json) => json,
         Err(error) => {
             tracing::warn!(%error, "could not encode an answer");
             let error =
@@ -518,9 +526,7 @@ fn typed_line(
             serde_json::to_vec(&TxJsonRpcMessage::<RoleServer>::error(error, id))
                 .unwrap_or_default()
         }
-    };
-    line.push(b'\n');
-    line
+    }
 }
 
 #[cfg(test)]

@@ -324,15 +324,7 @@ impl FastSessions {
             done: false,
             cancel_on_drop: None,
         };
-        let mut response = Response::new(Body::from_stream(body));
-        let headers = response.headers_mut();
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/event-stream"),
-        );
-        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-        headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-        response
+        body.into_response()
     }
 
     /// Tells the session's worker it is in use, at most every [`FastSessions::poke_every`]:
@@ -464,6 +456,21 @@ pub(super) struct CallBody {
     /// rmcp cancels its handler); `None`: the call runs on (a session's call, as rmcp's
     /// session worker lets it).
     pub(super) cancel_on_drop: Option<CancellationToken>,
+}
+
+impl CallBody {
+    /// The response: `200` and the SSE stream, with the headers rmcp sends with one.
+    pub(super) fn into_response(self) -> Response {
+        let mut response = Response::new(Body::from_stream(self));
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+        response
+    }
 }
 
 impl futures::Stream for CallBody {

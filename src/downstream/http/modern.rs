@@ -57,6 +57,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::fast::{CallBody, accepts_both, notice_event};
+use crate::downstream::fast::encoded;
 use crate::{
     downstream::{
         GatewayService,
@@ -259,7 +260,7 @@ pub(super) async fn answer(
                     cancel_on_drop: None,
                 };
                 gone.disarm();
-                return sse(body);
+                return body.into_response();
             }
             Err(_) => {
                 gone.disarm();
@@ -276,7 +277,7 @@ pub(super) async fn answer(
     };
     gone.disarm();
     let answering = async move { Some(on_stream(work.await)) };
-    sse(CallBody {
+    CallBody {
         first: Some(notice_event(*first)),
         call: Some(Box::pin(answering)),
         answer: None,
@@ -285,7 +286,8 @@ pub(super) async fn answer(
         idle: None,
         done: false,
         cancel_on_drop: Some(cancel),
-    })
+    }
+    .into_response()
 }
 
 /// The answer as rmcp's handler and serve loop write it for a 2026-07-28 request, and the
@@ -310,24 +312,7 @@ fn answer_message(
             )
         }
     };
-    let json = match serde_json::to_vec(&message) {
-        Ok(json) => json,
-        Err(error) => {
-            tracing::warn!(%error, "could not encode an answer");
-            let error =
-                ErrorData::internal_error(format!("could not encode the answer: {error}"), None);
-            let id = match message {
-                JsonRpcMessage::Response(response) => Some(response.id),
-                JsonRpcMessage::Error(error) => error.id,
-                _ => None,
-            };
-            serde_json::to_vec(&rmcp::service::TxJsonRpcMessage::<rmcp::RoleServer>::error(
-                error, id,
-            ))
-            .unwrap_or_default()
-        }
-    };
-    (status, json)
+    (status, encoded(message))
 }
 
 /// The answer alone: one JSON body, with the status rmcp gives it.
@@ -351,19 +336,6 @@ fn status_of(code: ErrorCode) -> StatusCode {
         ErrorCode::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
         _ => StatusCode::OK,
     }
-}
-
-/// What came before the answer, then the answer, as SSE events.
-fn sse(body: CallBody) -> Response {
-    let mut response = Response::new(Body::from_stream(body));
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    response
 }
 
 #[cfg(test)]
