@@ -13,6 +13,7 @@
 #![allow(deprecated)]
 
 mod announce;
+mod call;
 pub mod faithful;
 pub mod fast;
 pub mod guard;
@@ -38,36 +39,13 @@ use rmcp::{
     service::{NotificationContext, Peer, RequestContext, SubscriptionContext},
 };
 
-use crate::{
-    config::ProfileName,
-    error,
-    gateway::Gateway,
-    pipeline::Call,
-    registry::View,
-    relay::{Caller, Reach, SessionId},
-    upstream::{ProgressSink, ProgressTo},
-};
+use crate::{config::ProfileName, error, gateway::Gateway, registry::View, relay::SessionId};
+
+use call::CallRequest;
 
 /// How long a session's first messages may wait for the servers' first starts (stdio and
 /// HTTP alike).
 const INITIALIZE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// A `tools/call` as the client sent it, however it was read.
-struct CallRequest {
-    name: String,
-    arguments: Option<rmcp::model::JsonObject>,
-    /// The client's own token, when it asked for progress.
-    progress: Option<rmcp::model::ProgressToken>,
-    /// Where that progress goes instead of the session's peer (HTTP's fast path: the
-    /// call's own response stream).
-    progress_stream: Option<crate::upstream::NoticeStream>,
-    /// Fired by the client's `notifications/cancelled`.
-    cancel: tokio_util::sync::CancellationToken,
-    /// `_meta.traceparent`, else (over HTTP) the `traceparent` header; unreadable is absent.
-    traceparent: Option<crate::telemetry::Traceparent>,
-    /// The caller's IdP subject ([`subject_of`]).
-    subject: Option<Arc<str>>,
-}
 
 /// The handler for every downstream session; cheap to clone (HTTP makes one per session).
 /// Bound to the profile the session selected.
@@ -110,76 +88,6 @@ impl GatewayService {
     fn view(&self) -> Arc<View> {
         // `None` once a reload removed this session's profile: it then sees nothing.
         self.gateway.view(&self.profile).unwrap_or_default()
-    }
-
-    /// The pipeline's call for a `tools/call` from this session.
-    /// `rounds`: a 2026-07-28 call's sink for the upstream's requests ([`crate::rounds`]).
-    fn call_of(
-        &self,
-        peer: &Peer<RoleServer>,
-        request: CallRequest,
-        rounds: Option<crate::rounds::AskSink>,
-    ) -> Call {
-        self.gateway
-            .relay
-            .register(self.session, &self.profile, peer);
-        self.call_to(request, rounds, Some(peer.clone()), || {
-            ProgressTo::Peer(peer.clone())
-        })
-    }
-
-    /// [`Self::call_of`] for a client reached as `reach` says: a 2026-07-28 call taken by
-    /// HTTP's modern fast path has no peer, only its response stream.
-    fn call_via(
-        &self,
-        reach: &Reach,
-        request: CallRequest,
-        rounds: Option<crate::rounds::AskSink>,
-    ) -> Call {
-        match reach {
-            Reach::Peer(peer) => self.call_of(peer, request, rounds),
-            Reach::Stream(stream) => {
-                self.gateway
-                    .relay
-                    .register_reach(self.session, &self.profile, || reach.clone());
-                self.call_to(request, rounds, None, || ProgressTo::Stream(stream.clone()))
-            }
-        }
-    }
-
-    /// The pipeline's call; progress goes to the request's own stream when it has one, else
-    /// to `progress_to()`.
-    fn call_to(
-        &self,
-        request: CallRequest,
-        rounds: Option<crate::rounds::AskSink>,
-        peer: Option<Peer<RoleServer>>,
-        progress_to: impl FnOnce() -> ProgressTo,
-    ) -> Call {
-        Call {
-            profile: self.profile.clone(),
-            name: request.name,
-            arguments: request.arguments,
-            cancel: request.cancel,
-            progress: request.progress.map(|token| ProgressSink {
-                to: match request.progress_stream {
-                    Some(stream) => ProgressTo::Stream(stream),
-                    None => progress_to(),
-                },
-                token,
-            }),
-            client: Some(Caller {
-                peer,
-                session: self.session,
-                rounds,
-                subject: request.subject,
-            }),
-            sub_call_id: None,
-            trace: crate::telemetry::Trace {
-                parent: None,
-                remote: request.traceparent,
-            },
-        }
     }
 
     /// A `tools/call` taken by the stdio fast path ([`fast`]): the result stays raw when

@@ -23,9 +23,12 @@
 // clients and servers use them, and this module exists to relay them.
 #![allow(deprecated)]
 
+mod ask;
 mod late;
 mod listeners;
 mod reach;
+pub use ask::Ask;
+use ask::{asked_between_calls, undeclared};
 pub use late::SWEEP_EVERY;
 pub use listeners::Listening;
 pub use reach::Reach;
@@ -88,35 +91,6 @@ type Waiting = (u64, mpsc::Sender<TaskJob>);
 /// Sends one request to a client through the peer it is given, and hands on the answer.
 pub type TaskJob =
     Box<dyn FnOnce(Peer<RoleServer>) -> futures::future::BoxFuture<'static, ()> + Send>;
-
-/// What an upstream asks a client for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ask {
-    Sampling,
-    Elicitation,
-    Roots,
-}
-
-impl Ask {
-    pub fn method(self) -> &'static str {
-        match self {
-            Ask::Sampling => "sampling/createMessage",
-            Ask::Elicitation => "elicitation/create",
-            Ask::Roots => "roots/list",
-        }
-    }
-
-    fn declared_by(self, peer: &Peer<RoleServer>) -> bool {
-        peer.peer_info().is_some_and(|info| {
-            let caps = &info.capabilities;
-            match self {
-                Ask::Sampling => caps.sampling.is_some(),
-                Ask::Elicitation => caps.elicitation.is_some(),
-                Ask::Roots => caps.roots.is_some(),
-            }
-        })
-    }
-}
 
 struct Session {
     profile: ProfileName,
@@ -585,26 +559,4 @@ impl Relay {
         }
         Ok(Route::Client(peer))
     }
-}
-
-/// The only session that could answer speaks 2026-07-28 and has no call of its own waiting
-/// for it.
-fn asked_between_calls(method: &str, server: &ServerId) -> ErrorData {
-    ErrorData::new(
-        ErrorCode::METHOD_NOT_FOUND,
-        format!(
-            "the only client session that could answer {method} from server \"{server}\" speaks 2026-07-28, whose clients are asked only during a call of theirs"
-        ),
-        None,
-    )
-}
-
-fn undeclared(method: &str, server: &ServerId) -> ErrorData {
-    ErrorData::new(
-        ErrorCode::METHOD_NOT_FOUND,
-        format!(
-            "the client of this session did not declare the capability for {method} (server \"{server}\")"
-        ),
-        None,
-    )
 }
