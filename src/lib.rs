@@ -90,9 +90,9 @@
 //! [`downstream::http::fast`] takes such a call's POST on a live 2025-era session after the
 //! front's checks and answers it beside rmcp's session worker, through the same entry. A
 //! 2026-07-28 call (no session) is taken by [`downstream::http::modern`]: the handler's
-//! exchange ([`rounds`]) and [`pipeline::Pipeline::execute`] run as under rmcp, without
-//! rmcp's per-request service, and the client is reached through the response
-//! ([`relay::Reach`]).
+//! exchange ([`rounds`]) and the pipeline run as under rmcp, without rmcp's per-request
+//! service; the client is reached through the response ([`relay::Reach`]), and a raw result
+//! is written as over stdio.
 //!
 //! A `run_code` call takes the same path; at the base of the around chain
 //! [`code_mode::CodeRunner`] hands the program to a worker, and each `await tools.x(args)`

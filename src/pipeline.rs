@@ -242,9 +242,18 @@ impl Pipeline {
     /// Runs one call through every stage. `view` is the caller's, so listing and dispatch
     /// agree.
     pub async fn execute(&self, view: &Arc<View>, call: Call) -> Result<CallToolResult, CallError> {
-        self.execute_by(view, call, self.how(), None, None)
-            .await?
-            .decode()
+        self.execute_undecoded(view, call).await?.decode()
+    }
+
+    /// [`execute`](Self::execute), the result left as it came: raw when it came raw from a
+    /// stdio upstream and no stage had to read it. For a caller that writes raw results itself
+    /// and whose cancel is the client's (HTTP's modern fast path).
+    pub(crate) async fn execute_undecoded(
+        &self,
+        view: &Arc<View>,
+        call: Call,
+    ) -> Result<Answer, CallError> {
+        self.execute_by(view, call, self.how(), None, None).await
     }
 
     /// A typed caller's: raw only by the gateway's choice, and its token shared.

@@ -43,6 +43,27 @@ pub struct CallPolicy {
     pub timeout_ms: u64,
     /// The tool's own retry, or the server's for tools annotated `idempotentHint`.
     pub retry: Option<Retry>,
+    /// Whether its input schema annotates an argument with `x-mcp-header` ([`annotates_headers`]):
+    /// a 2026-07-28 call over HTTP then carries `Mcp-Param-*` headers that rmcp checks against
+    /// the arguments, so HTTP's modern fast path leaves such a call to rmcp.
+    pub header_params: bool,
+}
+
+/// Whether any property reached from the root through `properties` keys has an
+/// `x-mcp-header` key (where rmcp looks for SEP-2243 annotations).
+pub fn annotates_headers(schema: &rmcp::model::JsonObject) -> bool {
+    fn properties(value: Option<&serde_json::Value>) -> bool {
+        let Some(serde_json::Value::Object(properties)) = value else {
+            return false;
+        };
+        properties
+            .values()
+            .any(|property| property.get("x-mcp-header").is_some() || properties_of(property))
+    }
+    fn properties_of(value: &serde_json::Value) -> bool {
+        properties(value.get("properties"))
+    }
+    properties(schema.get("properties"))
 }
 
 impl Default for CallPolicy {
@@ -53,6 +74,7 @@ impl Default for CallPolicy {
             output: None,
             timeout_ms: crate::config::DEFAULT_CALL_TIMEOUT_MS,
             retry: None,
+            header_params: false,
         }
     }
 }
@@ -64,6 +86,7 @@ impl std::fmt::Debug for CallPolicy {
             .field("output", &self.output.is_some())
             .field("timeout_ms", &self.timeout_ms)
             .field("retry", &self.retry)
+            .field("header_params", &self.header_params)
             .finish()
     }
 }
@@ -73,6 +96,7 @@ impl PartialEq for CallPolicy {
     fn eq(&self, other: &Self) -> bool {
         self.timeout_ms == other.timeout_ms
             && self.retry == other.retry
+            && self.header_params == other.header_params
             && self.input.is_some() == other.input.is_some()
             && self.output.is_some() == other.output.is_some()
     }
@@ -91,8 +115,11 @@ impl From<Tool> for Imported {
     /// No validation, no timeout: for tests and tools whose policy is set elsewhere.
     fn from(tool: Tool) -> Self {
         Self {
+            policy: Arc::new(CallPolicy {
+                header_params: annotates_headers(&tool.input_schema),
+                ..CallPolicy::default()
+            }),
             tool,
-            policy: Arc::default(),
             extra: None,
         }
     }

@@ -31,7 +31,7 @@ pub use ask::Ask;
 use ask::{asked_between_calls, undeclared};
 pub use late::SWEEP_EVERY;
 pub use listeners::Listening;
-pub use reach::Reach;
+pub use reach::{NoticeStream, Reach};
 pub mod tasks;
 
 use std::{

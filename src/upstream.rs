@@ -33,7 +33,7 @@ use std::{
 };
 
 use rmcp::{
-    RoleClient, RoleServer,
+    RoleClient,
     model::{
         CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
         ClientRequest, ErrorData, JsonObject, ProgressToken, ResultType, ServerResult, Tool,
@@ -160,41 +160,8 @@ struct Link {
 /// Where progress for one upstream call should go: the calling client and its own token.
 #[derive(Clone)]
 pub struct ProgressSink {
-    pub to: ProgressTo,
+    pub to: crate::relay::Reach,
     pub token: ProgressToken,
-}
-
-/// How progress reaches the calling client.
-#[derive(Clone)]
-pub enum ProgressTo {
-    /// Through the session's rmcp peer (stdio, and HTTP's typed path).
-    Peer(Peer<RoleServer>),
-    /// Onto the call's own response stream (HTTP's fast paths, `downstream::http::fast` and
-    /// `downstream::http::modern`).
-    Stream(NoticeStream),
-}
-
-/// A call's own response stream (HTTP's fast paths): the notifications sent to the client
-/// during the call (progress; a 2026-07-28 call's log messages too, from
-/// [`crate::relay`]), in the order they were sent. Bounded: a notification that finds it full
-/// is dropped, as [`crate::downstream::guard`] drops them for a client that does not read.
-/// Boxed: tokio allocates a channel's first 32 slots at once, and rmcp's clients ask every
-/// call for progress.
-pub type NoticeStream = tokio::sync::mpsc::Sender<Box<rmcp::model::ServerNotification>>;
-
-/// Puts `notice` on a call's response stream, or says why it could not.
-pub fn send_notice(
-    stream: &NoticeStream,
-    notice: rmcp::model::ServerNotification,
-) -> Result<(), String> {
-    stream.try_send(Box::new(notice)).map_err(|e| match e {
-        tokio::sync::mpsc::error::TrySendError::Full(_) => {
-            "the response stream is full: notification dropped".to_owned()
-        }
-        tokio::sync::mpsc::error::TrySendError::Closed(_) => {
-            "the response stream is gone".to_owned()
-        }
-    })
 }
 
 impl ProgressSink {
@@ -203,18 +170,7 @@ impl ProgressSink {
         &self,
         params: rmcp::model::ProgressNotificationParam,
     ) -> Result<(), String> {
-        match &self.to {
-            ProgressTo::Peer(peer) => peer
-                .notify_progress(params)
-                .await
-                .map_err(|e| e.to_string()),
-            ProgressTo::Stream(stream) => send_notice(
-                stream,
-                rmcp::model::ServerNotification::ProgressNotification(
-                    rmcp::model::ProgressNotification::new(params),
-                ),
-            ),
-        }
+        self.to.progress(params).await
     }
 }
 

@@ -8,7 +8,7 @@ use super::GatewayService;
 use crate::{
     pipeline::Call,
     relay::{Caller, Reach},
-    upstream::{ProgressSink, ProgressTo},
+    upstream::ProgressSink,
 };
 
 /// A `tools/call` as the client sent it, however it was read.
@@ -19,7 +19,7 @@ pub(super) struct CallRequest {
     pub(super) progress: Option<rmcp::model::ProgressToken>,
     /// Where that progress goes instead of the session's peer (HTTP's fast path: the
     /// call's own response stream).
-    pub(super) progress_stream: Option<crate::upstream::NoticeStream>,
+    pub(super) progress_stream: Option<crate::relay::NoticeStream>,
     /// Fired by the client's `notifications/cancelled`.
     pub(super) cancel: tokio_util::sync::CancellationToken,
     /// `_meta.traceparent`, else (over HTTP) the `traceparent` header; unreadable is absent.
@@ -41,7 +41,7 @@ impl GatewayService {
             .relay
             .register(self.session, &self.profile, peer);
         self.call_to(request, rounds, Some(peer.clone()), || {
-            ProgressTo::Peer(peer.clone())
+            Reach::Peer(peer.clone())
         })
     }
 
@@ -55,11 +55,11 @@ impl GatewayService {
     ) -> Call {
         match reach {
             Reach::Peer(peer) => self.call_of(peer, request, rounds),
-            Reach::Stream(stream) => {
+            Reach::Stream(_) => {
                 self.gateway
                     .relay
                     .register_reach(self.session, &self.profile, || reach.clone());
-                self.call_to(request, rounds, None, || ProgressTo::Stream(stream.clone()))
+                self.call_to(request, rounds, None, || reach.clone())
             }
         }
     }
@@ -71,7 +71,7 @@ impl GatewayService {
         request: CallRequest,
         rounds: Option<crate::rounds::AskSink>,
         peer: Option<Peer<RoleServer>>,
-        progress_to: impl FnOnce() -> ProgressTo,
+        progress_to: impl FnOnce() -> Reach,
     ) -> Call {
         Call {
             profile: self.profile.clone(),
@@ -80,7 +80,7 @@ impl GatewayService {
             cancel: request.cancel,
             progress: request.progress.map(|token| ProgressSink {
                 to: match request.progress_stream {
-                    Some(stream) => ProgressTo::Stream(stream),
+                    Some(stream) => Reach::Stream(stream),
                     None => progress_to(),
                 },
                 token,

@@ -406,7 +406,7 @@ impl CallParts {
         cancel: CancellationToken,
         header_traceparent: Option<&str>,
         subject: Option<Arc<str>>,
-        progress_stream: Option<crate::upstream::NoticeStream>,
+        progress_stream: Option<crate::relay::NoticeStream>,
     ) -> CallRequest {
         let traceparent = match self.traceparent {
             Some(read) => read,

@@ -5,9 +5,9 @@ use std::{cell::Cell, future::Future, sync::Arc, time::Duration};
 use rmcp::{
     ErrorData as McpError, RoleServer,
     model::{
-        CallToolRequestParams, CallToolResponse, ClientCapabilities, GetPromptRequestParams,
-        GetPromptResponse, InputResponses, JsonObject, ProgressToken, ProtocolVersion,
-        ReadResourceRequestParams, ReadResourceResponse,
+        CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities,
+        GetPromptRequestParams, GetPromptResponse, InputRequiredResult, InputResponses, JsonObject,
+        ProgressToken, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
     },
     service::RequestContext,
 };
@@ -18,9 +18,10 @@ use super::{CallRequest, GatewayService};
 use crate::{
     error,
     gateway::Gateway,
-    relay::{Reach, Relay, SWEEP_EVERY, SessionId},
+    pipeline::Answer,
+    relay::{NoticeStream, Reach, Relay, SWEEP_EVERY, SessionId},
     rounds::{AskSink, Exchange, Outcome, Owner, Step, What},
-    upstream::{Limit, NoticeStream},
+    upstream::Limit,
 };
 
 impl GatewayService {
@@ -155,18 +156,18 @@ impl GatewayService {
 
     /// A 2026-07-28 `tools/call` taken by HTTP's modern fast path: what rmcp's handler runs
     /// for it ([`ServerHandler::call_tool`](rmcp::ServerHandler::call_tool) of a request
-    /// that asks for no task and continues no exchange).
+    /// that asks for no task and continues no exchange), with the tool's result left raw
+    /// when it came raw and no stage read it.
     pub(super) async fn modern_fast_call(
         &self,
         call: RoundsCall,
         asker: Asker,
-    ) -> Result<CallToolResponse, McpError> {
+    ) -> Result<CallStep, McpError> {
         self.settled().await?;
-        self.run_call_in_rounds(call, None, None, asker).await
+        self.answer_in_rounds(call, None, None, asker).await
     }
 
-    /// A 2026-07-28 `tools/call` run as an exchange, however it was read (rmcp's handler,
-    /// or HTTP's modern fast path).
+    /// A 2026-07-28 `tools/call` run as an exchange, answered from rmcp's types.
     pub(super) async fn run_call_in_rounds(
         &self,
         call: RoundsCall,
@@ -174,6 +175,21 @@ impl GatewayService {
         responses: Option<InputResponses>,
         asker: Asker,
     ) -> Result<CallToolResponse, McpError> {
+        match self.answer_in_rounds(call, state, responses, asker).await? {
+            CallStep::Done(answer) => typed(answer).map(Into::into),
+            CallStep::Input(input) => Ok(CallToolResponse::InputRequired(input)),
+        }
+    }
+
+    /// A 2026-07-28 `tools/call` run as an exchange, however it was read (rmcp's handler,
+    /// or HTTP's modern fast path).
+    async fn answer_in_rounds(
+        &self,
+        call: RoundsCall,
+        state: Option<String>,
+        responses: Option<InputResponses>,
+        asker: Asker,
+    ) -> Result<CallStep, McpError> {
         let what = What {
             method: "tools/call",
             name: call.name.clone(),
@@ -198,11 +214,12 @@ impl GatewayService {
                     let call = service.call_via(&reach, request, Some(sink));
                     async move {
                         let view = service.view();
-                        let outcome = match service.gateway.pipeline.execute(&view, call).await {
-                            Ok(result) => Ok(result),
+                        let pipeline = &service.gateway.pipeline;
+                        let outcome = match pipeline.execute_undecoded(&view, call).await {
+                            Ok(answer) => Ok(answer),
                             Err(failure) => {
                                 tracing::debug!(code = failure.code(), "{failure}");
-                                error::into_mcp(failure)
+                                error::into_mcp(failure).map(Answer::Decoded)
                             }
                         };
                         Outcome::Tool(outcome)
@@ -211,9 +228,9 @@ impl GatewayService {
             )
             .await?;
         match step {
-            Step::Done(Outcome::Tool(result)) => result.map(Into::into),
+            Step::Done(Outcome::Tool(answer)) => Ok(CallStep::Done(answer)),
             Step::Done(_) => Err(other_result("tools/call")),
-            Step::Input(input) => Ok(CallToolResponse::InputRequired(input)),
+            Step::Input(input) => Ok(CallStep::Input(input)),
         }
     }
 
@@ -310,6 +327,22 @@ pub(super) struct Asker {
     pub(super) capabilities: ClientCapabilities,
     /// Cancelled when the client is gone: the exchange ends with it.
     pub(super) ct: CancellationToken,
+}
+
+/// How far a 2026-07-28 `tools/call` got: its answer, or an input round for the client.
+pub(super) enum CallStep {
+    /// The tool's answer, or the error the client gets.
+    Done(Result<Answer, McpError>),
+    Input(InputRequiredResult),
+}
+
+/// A tool's answer as rmcp's types: a raw one decoded, as rmcp's client would decode it
+/// (one that does not decode is the error the client gets for it).
+pub(super) fn typed(answer: Result<Answer, McpError>) -> Result<CallToolResult, McpError> {
+    answer?.decode().or_else(|failure| {
+        tracing::debug!(code = failure.code(), "{failure}");
+        error::into_mcp(failure)
+    })
 }
 
 /// A 2026-07-28 `tools/call`, as its exchange's work needs it (its cancel comes from the

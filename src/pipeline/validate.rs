@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::builtin::Limits;
 use crate::{
     config::ServerId,
-    registry::{CallPolicy, Imported, ToolEntry},
+    registry::{CallPolicy, Imported, ToolEntry, annotates_headers},
 };
 
 /// At most this many violations are listed; more would drown the model.
@@ -48,6 +48,7 @@ pub fn import(
                     .and_then(|schema| compile(&tool, "outputSchema", schema)),
                 timeout_ms,
                 retry,
+                header_params: annotates_headers(&tool.input_schema),
             };
             Imported {
                 tool,
@@ -183,5 +184,25 @@ mod tests {
     fn a_remote_ref_fails_to_compile_instead_of_fetching() {
         let (_, warnings) = entry(tool(json!({"$ref": "https://example.com/schema.json"})));
         assert_eq!(warnings.len(), 1, "{warnings:?}");
+    }
+
+    #[test]
+    fn header_annotations_are_found_at_import_where_rmcp_looks() {
+        let annotated = |schema: Value| entry(tool(schema)).0.policy.header_params;
+        assert!(!annotated(json!({
+            "type": "object",
+            "properties": {"a": {"type": "string"}}
+        })));
+        assert!(annotated(json!({
+            "properties": {"a": {"type": "string", "x-mcp-header": "A"}}
+        })));
+        assert!(annotated(json!({
+            "properties": {"a": {"properties": {"b": {"x-mcp-header": "B"}}}}
+        })));
+        // Only where rmcp looks: not under `items`, not at the root.
+        assert!(!annotated(json!({
+            "x-mcp-header": "R",
+            "properties": {"a": {"items": {"x-mcp-header": "I"}}}
+        })));
     }
 }

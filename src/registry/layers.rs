@@ -50,6 +50,7 @@ impl Slot {
             output: old.output.clone(),
             timeout_ms,
             retry,
+            header_params: old.header_params,
         });
         // The kept entry carries the old policy.
         self.entry = None;

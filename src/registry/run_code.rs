@@ -73,6 +73,7 @@ pub(super) fn run_code_entry(
             // only backs it up.
             timeout_ms: code.timeout_ms + RUN_CODE_TIMEOUT_GRACE_MS,
             retry: None,
+            header_params: false,
         }),
         target: Target::RunCode,
     })

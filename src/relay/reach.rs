@@ -1,21 +1,30 @@
-//! How the relay reaches a session's client: its rmcp peer, or the response stream of a 2026-07-28 call taken by HTTP's modern fast path.
+//! How a call's client is reached: its rmcp peer, or the call's own response stream (HTTP's fast paths). Progress and the relay's log messages both go through it.
 
 use rmcp::{
     RoleServer,
-    model::{LoggingMessageNotification, LoggingMessageNotificationParam, ServerNotification},
+    model::{
+        LoggingMessageNotification, LoggingMessageNotificationParam, ProgressNotification,
+        ProgressNotificationParam, ServerNotification,
+    },
     service::Peer,
 };
 
-use crate::upstream::{NoticeStream, send_notice};
+/// A call's own response stream (HTTP's fast paths): the notifications sent to the client
+/// during the call (progress; a 2026-07-28 call's log messages too), in the order they were
+/// sent. Bounded: a notification that finds it full is dropped, as
+/// [`crate::downstream::guard`] drops them for a client that does not read. Boxed: tokio
+/// allocates a channel's first 32 slots at once, and rmcp's clients ask every call for
+/// progress.
+pub type NoticeStream = tokio::sync::mpsc::Sender<Box<ServerNotification>>;
 
-/// How a session's client is reached.
+/// How a client is reached.
 #[derive(Clone)]
 pub enum Reach {
-    /// Through its rmcp peer.
+    /// Through its rmcp peer (stdio, and HTTP's typed path).
     Peer(Peer<RoleServer>),
-    /// Through the response stream of its one call: a 2026-07-28 request taken by HTTP's
-    /// modern fast path (`downstream::http::modern`), which has no rmcp peer. Such a client
-    /// is sent notifications only, and only while its call's response is open.
+    /// Onto the response stream of its call (HTTP's fast paths, `downstream::http::fast` and
+    /// `downstream::http::modern`), which may have no rmcp peer. Such a client is sent
+    /// notifications only, and only while its call's response is open.
     Stream(NoticeStream),
 }
 
@@ -36,18 +45,36 @@ impl Reach {
         }
     }
 
+    /// Sends one progress notification (its token already the client's).
+    pub async fn progress(&self, params: ProgressNotificationParam) -> Result<(), String> {
+        self.notify(ServerNotification::ProgressNotification(
+            ProgressNotification::new(params),
+        ))
+        .await
+    }
+
+    /// Sends one log message.
     pub(super) async fn log(&self, params: LoggingMessageNotificationParam) -> Result<(), String> {
+        self.notify(ServerNotification::LoggingMessageNotification(
+            LoggingMessageNotification::new(params),
+        ))
+        .await
+    }
+
+    async fn notify(&self, notice: ServerNotification) -> Result<(), String> {
         match self {
             Reach::Peer(peer) => peer
-                .notify_logging_message(params)
+                .send_notification(notice)
                 .await
                 .map_err(|e| e.to_string()),
-            Reach::Stream(stream) => send_notice(
-                stream,
-                ServerNotification::LoggingMessageNotification(LoggingMessageNotification::new(
-                    params,
-                )),
-            ),
+            Reach::Stream(stream) => stream.try_send(Box::new(notice)).map_err(|e| match e {
+                tokio::sync::mpsc::error::TrySendError::Full(_) => {
+                    "the response stream is full: notification dropped".to_owned()
+                }
+                tokio::sync::mpsc::error::TrySendError::Closed(_) => {
+                    "the response stream is gone".to_owned()
+                }
+            }),
         }
     }
 }

@@ -3,8 +3,7 @@
 use std::{collections::BTreeMap, future::Future};
 
 use rmcp::model::{
-    CallToolResult, ErrorData, GetPromptResult, InputRequests, InputRequiredResult,
-    ReadResourceResult,
+    ErrorData, GetPromptResult, InputRequests, InputRequiredResult, ReadResourceResult,
 };
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
@@ -14,7 +13,9 @@ use crate::relay::Ask;
 
 /// What the work of an exchange ends with.
 pub enum Outcome {
-    Tool(Result<CallToolResult, ErrorData>),
+    /// A tool's answer: raw when it came raw from a stdio upstream and no stage read it
+    /// (HTTP's modern fast path writes it as it came; rmcp's path decodes it).
+    Tool(Result<crate::pipeline::Answer, ErrorData>),
     Prompt(Result<GetPromptResult, ErrorData>),
     Read(Result<ReadResourceResult, ErrorData>),
 }

@@ -33,7 +33,11 @@
 //! that turns an upstream's requests into input rounds, then the pipeline with masks,
 //! validation, hooks, timeouts, retry, drain, audit and metrics), on a handler and relay
 //! session of its own, and rmcp's own last touches to the result (cache hints; the
-//! 2026-07-28 code for a missing resource). The client is reached through the response
+//! 2026-07-28 code for a missing resource). A result that came raw from a stdio upstream,
+//! which no stage read and rmcp would write unchanged, is written around the upstream's bytes
+//! with `resultType` spliced in, as the stdio fast path writes it
+//! ([`RawResult::reply`](crate::upstream::raw::RawResult::reply)); any other is written from
+//! rmcp's types. The client is reached through the response
 //! instead of an rmcp peer ([`Reach::Stream`]): the call's progress and the upstream's log
 //! messages during it go there, in the order they were sent. The response is the one rmcp
 //! gives: the answer as one JSON body with rmcp's HTTP status for it when it comes first;
@@ -49,8 +53,8 @@ use axum::{
     response::Response,
 };
 use rmcp::model::{
-    ClientCapabilities, ErrorCode, ErrorData, Implementation, JsonObject, JsonRpcMessage,
-    ProgressToken, ProtocolVersion, RequestId, ServerResult,
+    CallToolResponse, ClientCapabilities, ErrorCode, ErrorData, Implementation, JsonObject,
+    JsonRpcMessage, ProgressToken, ProtocolVersion, RequestId, ServerResult,
 };
 use serde::Deserialize;
 use tokio::sync::mpsc;
@@ -63,8 +67,9 @@ use crate::{
         GatewayService,
         fast::envelope::Object,
         guard::MAX_UNSENT_NOTIFICATIONS,
-        rounds::{Asker, RoundsCall},
+        rounds::{Asker, CallStep, RoundsCall, typed},
     },
+    pipeline::Answer,
     registry::View,
     relay::Reach,
 };
@@ -165,7 +170,7 @@ impl ModernCall {
     /// from the client's capabilities whether it becomes a task).
     pub(super) fn fits(&self, view: &View) -> bool {
         view.listed(&self.name).is_some_and(|entry| {
-            !annotates_headers(&entry.tool.input_schema)
+            !entry.policy.header_params
                 && !matches!(
                     crate::downstream::tasks::task_support(&entry.extra),
                     "optional" | "required"
@@ -181,23 +186,6 @@ fn sole<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Option<&'h [u8]> {
         (Some(value), None) => Some(value.as_bytes()),
         _ => None,
     }
-}
-
-/// Whether any property reached from the root through `properties` keys has an
-/// `x-mcp-header` key (where rmcp looks for SEP-2243 annotations).
-fn annotates_headers(schema: &JsonObject) -> bool {
-    fn properties(value: Option<&serde_json::Value>) -> bool {
-        let Some(serde_json::Value::Object(properties)) = value else {
-            return false;
-        };
-        properties
-            .values()
-            .any(|property| property.get("x-mcp-header").is_some() || properties_of(property))
-    }
-    fn properties_of(value: &serde_json::Value) -> bool {
-        properties(value.get("properties"))
-    }
-    properties(schema.get("properties"))
 }
 
 /// Answers `call` with `service` (a handler of its own: the front has made its checks).
@@ -291,11 +279,22 @@ pub(super) async fn answer(
 }
 
 /// The answer as rmcp's handler and serve loop write it for a 2026-07-28 request, and the
-/// HTTP status rmcp gives it when it is all the response holds.
-fn answer_message(
-    id: RequestId,
-    outcome: Result<rmcp::model::CallToolResponse, ErrorData>,
-) -> (StatusCode, Vec<u8>) {
+/// HTTP status rmcp gives it when it is all the response holds: around the upstream's bytes
+/// when the result stayed raw and rmcp would write it unchanged, else from rmcp's types.
+fn answer_message(id: RequestId, outcome: Result<CallStep, ErrorData>) -> (StatusCode, Vec<u8>) {
+    let outcome = match outcome {
+        Ok(CallStep::Done(Ok(Answer::Raw(raw)))) => match raw.reply(&id, true) {
+            Some(mut line) => {
+                // A line for stdio: the body has no line end.
+                line.pop();
+                return (StatusCode::OK, line);
+            }
+            None => typed(Ok(Answer::Raw(raw))).map(CallToolResponse::from),
+        },
+        Ok(CallStep::Done(answer)) => typed(answer).map(CallToolResponse::from),
+        Ok(CallStep::Input(input)) => Ok(CallToolResponse::InputRequired(input)),
+        Err(error) => Err(error),
+    };
     let (status, message): (_, rmcp::service::TxJsonRpcMessage<rmcp::RoleServer>) = match outcome {
         Ok(response) => {
             let mut result = ServerResult::from(response);
@@ -432,21 +431,6 @@ mod tests {
     }
 
     #[test]
-    fn header_annotations_are_found_where_rmcp_looks() {
-        let schema = |json: serde_json::Value| json.as_object().cloned().unwrap();
-        assert!(!annotates_headers(&schema(serde_json::json!({
-            "type": "object",
-            "properties": {"a": {"type": "string"}}
-        }))));
-        assert!(annotates_headers(&schema(serde_json::json!({
-            "properties": {"a": {"type": "string", "x-mcp-header": "A"}}
-        }))));
-        assert!(annotates_headers(&schema(serde_json::json!({
-            "properties": {"a": {"properties": {"b": {"x-mcp-header": "B"}}}}
-        }))));
-    }
-
-    #[test]
     fn statuses_are_rmcps() {
         assert_eq!(
             status_of(ErrorCode::METHOD_NOT_FOUND),
@@ -458,5 +442,42 @@ mod tests {
             StatusCode::BAD_REQUEST
         );
         assert_eq!(status_of(ErrorCode::INTERNAL_ERROR), StatusCode::OK);
+    }
+
+    #[test]
+    fn a_raw_result_is_written_as_the_typed_path_writes_it() {
+        let id = || RequestId::Number(3);
+        let raw = |result: &str| {
+            Ok(CallStep::Done(Ok(Answer::Raw(
+                crate::upstream::raw::RawResult::answered(result),
+            ))))
+        };
+        let typed = |result: &str| {
+            let raw = crate::upstream::raw::RawResult::answered(result);
+            Ok(CallStep::Done(Ok(Answer::Decoded(raw.decode().unwrap()))))
+        };
+        // As rmcp writes them (the upstreams of the differential test are rmcp's): the same
+        // bytes either way.
+        for result in [
+            // Plain: written around the upstream's bytes, `resultType` spliced in first.
+            r#"{"content":[{"type":"text","text":"é"}],"isError":false}"#,
+            r#"{"resultType":"complete","content":[]}"#,
+            // Not plain (rmcp adds `content`): decoded and written from rmcp's types.
+            r#"{"structuredContent":{"a":1}}"#,
+        ] {
+            let (status, body) = answer_message(id(), raw(result));
+            assert_eq!(status, StatusCode::OK);
+            assert_eq!(
+                String::from_utf8(body).unwrap(),
+                String::from_utf8(answer_message(id(), typed(result)).1).unwrap(),
+                "{result}"
+            );
+        }
+        // A plain result goes out as the upstream wrote it, escapes and all.
+        let (_, body) = answer_message(id(), raw(r#"{"content":[],"x":"\u00e9"}"#));
+        assert_eq!(
+            String::from_utf8(body).unwrap(),
+            r#"{"jsonrpc":"2.0","id":3,"result":{"resultType":"complete","content":[],"x":"\u00e9"}}"#
+        );
     }
 }

@@ -59,6 +59,15 @@ impl RawResult {
         }
     }
 
+    /// `result` as server `s` answered a raw call with it, for other modules' tests.
+    #[cfg(test)]
+    pub(crate) fn answered(result: &str) -> Self {
+        let line = format!(r#"{{"jsonrpc":"2.0","id":"tg-1","result":{result}}}"#).into_bytes();
+        let start = line.len() - 1 - result.len();
+        let server = ServerId::global(crate::config::ServerName::parse("s").unwrap());
+        RawResult::new(server, line, (start, start + result.len()), None)
+    }
+
     /// The result's JSON text.
     pub fn json(&self) -> &[u8] {
         &self.line[self.start..self.end]
@@ -279,13 +288,9 @@ impl Upstream {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::ServerName;
 
     fn raw(result: &str) -> RawResult {
-        let line = format!(r#"{{"jsonrpc":"2.0","id":"tg-1","result":{result}}}"#).into_bytes();
-        let start = line.len() - 1 - result.len();
-        let server = ServerId::global(ServerName::parse("s").unwrap());
-        RawResult::new(server, line, (start, start + result.len()), None)
+        RawResult::answered(result)
     }
 
     fn reply(result: &RawResult, modern: bool) -> Option<String> {
