@@ -36,7 +36,7 @@ use rmcp::{
         SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool,
         UnsubscribeRequestParams,
     },
-    service::{NotificationContext, Peer, RequestContext, SubscriptionContext},
+    service::{NotificationContext, RequestContext, SubscriptionContext},
 };
 
 use crate::{config::ProfileName, error, gateway::Gateway, registry::View, relay::SessionId};
@@ -94,11 +94,11 @@ impl GatewayService {
     /// it came raw and no stage read it; a failure is already what the client gets.
     async fn call_answer(
         &self,
-        peer: &Peer<RoleServer>,
+        reach: &crate::relay::Reach,
         request: CallRequest,
     ) -> Result<crate::pipeline::Answer, McpError> {
         self.settled().await?;
-        let call = self.call_of(peer, request, None);
+        let call = self.call_via(reach, request, None);
         let view = self.view();
         match self.gateway.pipeline.execute_answer(&view, call).await {
             Ok(answer) => Ok(answer),

@@ -63,9 +63,9 @@ pub type SessionId = u64;
 /// The client a call came from: where its server requests and messages go.
 #[derive(Clone)]
 pub struct Caller {
-    /// The session's rmcp peer; `None` for a 2026-07-28 call taken by HTTP's modern fast
-    /// path, which is reached through its response stream and asked through `rounds`.
-    pub peer: Option<Peer<RoleServer>>,
+    /// How the session's client is reached: a 2026-07-28 call taken by HTTP's modern fast
+    /// path has no rmcp peer, only its response stream, and is asked through `rounds`.
+    pub reach: Reach,
     pub session: SessionId,
     /// A 2026-07-28 call: where the upstream's requests go instead of `peer`.
     pub rounds: Option<AskSink>,
@@ -231,7 +231,7 @@ impl Relay {
     /// request that depends on it, since a client's first request may be handled before its
     /// `initialized` notification; a known session is left as it is.
     pub fn register(&self, session: SessionId, profile: &ProfileName, peer: &Peer<RoleServer>) {
-        self.register_reach(session, profile, || Reach::Peer(peer.clone()));
+        self.register_reach(session, profile, || Reach::of(peer));
     }
 
     /// [`Self::register`] for a session reached as `reach` says.

@@ -29,7 +29,7 @@ pub(super) struct CallRequest {
 }
 
 impl GatewayService {
-    /// The pipeline's call for a `tools/call` from this session.
+    /// The pipeline's call for a `tools/call` from this session, reached through `peer`.
     /// `rounds`: a 2026-07-28 call's sink for the upstream's requests ([`crate::rounds`]).
     pub(super) fn call_of(
         &self,
@@ -37,42 +37,22 @@ impl GatewayService {
         request: CallRequest,
         rounds: Option<crate::rounds::AskSink>,
     ) -> Call {
-        self.gateway
-            .relay
-            .register(self.session, &self.profile, peer);
-        self.call_to(request, rounds, Some(peer.clone()), || {
-            Reach::Peer(peer.clone())
-        })
+        self.call_via(&Reach::of(peer), request, rounds)
     }
 
-    /// [`Self::call_of`] for a client reached as `reach` says: a 2026-07-28 call taken by
-    /// HTTP's modern fast path has no peer, only its response stream.
+    /// [`Self::call_of`] for a client reached as `reach` says: a session's fast path keeps
+    /// one for all its calls, and a 2026-07-28 call taken by HTTP's modern fast path has no
+    /// peer, only its response stream. Progress goes to the request's own stream when it
+    /// has one, else to `reach`.
     pub(super) fn call_via(
         &self,
         reach: &Reach,
         request: CallRequest,
         rounds: Option<crate::rounds::AskSink>,
     ) -> Call {
-        match reach {
-            Reach::Peer(peer) => self.call_of(peer, request, rounds),
-            Reach::Stream(_) => {
-                self.gateway
-                    .relay
-                    .register_reach(self.session, &self.profile, || reach.clone());
-                self.call_to(request, rounds, None, || reach.clone())
-            }
-        }
-    }
-
-    /// The pipeline's call; progress goes to the request's own stream when it has one, else
-    /// to `progress_to()`.
-    fn call_to(
-        &self,
-        request: CallRequest,
-        rounds: Option<crate::rounds::AskSink>,
-        peer: Option<Peer<RoleServer>>,
-        progress_to: impl FnOnce() -> Reach,
-    ) -> Call {
+        self.gateway
+            .relay
+            .register_reach(self.session, &self.profile, || reach.clone());
         Call {
             profile: self.profile.clone(),
             name: request.name,
@@ -81,12 +61,12 @@ impl GatewayService {
             progress: request.progress.map(|token| ProgressSink {
                 to: match request.progress_stream {
                     Some(stream) => Reach::Stream(stream),
-                    None => progress_to(),
+                    None => reach.clone(),
                 },
                 token,
             }),
             client: Some(Caller {
-                peer,
+                reach: reach.clone(),
                 session: self.session,
                 rounds,
                 subject: request.subject,

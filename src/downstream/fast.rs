@@ -67,7 +67,7 @@ use super::{
     guard::{TOOLS_CALL, duplicate_id},
     lines::{Intercept, WriteLine},
 };
-use crate::pipeline::Answer;
+use crate::{pipeline::Answer, relay::Reach};
 
 /// How long a stopping session waits for its fast-path tasks (their calls were drained
 /// before; this bounds only the writing of their answers).
@@ -90,7 +90,8 @@ pub struct FastPath {
 }
 
 struct Session {
-    peer: Peer<RoleServer>,
+    /// The client, through its rmcp peer: one for every call of the session.
+    reach: Reach,
     /// The client speaks 2026-07-28 or later (how rmcp decides it, from its `initialize`).
     modern: bool,
 }
@@ -124,7 +125,10 @@ impl FastPath {
         };
         let modern =
             info.protocol_version.as_str() >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str();
-        let _ = self.session.set(Session { peer, modern });
+        let _ = self.session.set(Session {
+            reach: Reach::of(&peer),
+            modern,
+        });
     }
 
     /// Cancels what is still running (after the gateway's drain, normally nothing) and waits
@@ -276,7 +280,7 @@ impl FastPath {
         let Some(session) = self.session.get() else {
             return;
         };
-        let outcome = self.service.call_answer(&session.peer, request.call).await;
+        let outcome = self.service.call_answer(&session.reach, request.call).await;
         // Cancelled by the client (its id may be in use again): no answer, as rmcp.
         if !self.ids.finish(&request.id, request.taking) {
             return;

@@ -57,7 +57,7 @@ impl GatewayService {
     pub(super) fn asker(&self, context: &RequestContext<RoleServer>) -> Asker {
         Asker {
             owner: self.owner(context),
-            reach: Reach::Peer(context.peer.clone()),
+            reach: Reach::of(&context.peer),
             capabilities: context.client_capabilities().unwrap_or_default(),
             ct: context.ct.clone(),
         }

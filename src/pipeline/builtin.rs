@@ -221,7 +221,7 @@ pub async fn ask(
     let client = call
         .client
         .as_ref()
-        .and_then(|c| c.peer.as_ref())
+        .and_then(|c| c.reach.peer())
         .filter(|peer| {
             peer.peer_info()
                 .is_some_and(|info| info.capabilities.elicitation.is_some())

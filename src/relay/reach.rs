@@ -1,5 +1,7 @@
 //! How a call's client is reached: its rmcp peer, or the call's own response stream (HTTP's fast paths). Progress and the relay's log messages both go through it.
 
+use std::sync::Arc;
+
 use rmcp::{
     RoleServer,
     model::{
@@ -17,11 +19,12 @@ use rmcp::{
 /// progress.
 pub type NoticeStream = tokio::sync::mpsc::Sender<Box<ServerNotification>>;
 
-/// How a client is reached.
+/// How a client is reached. Cloned for every call (its progress and its approval both
+/// hold one): a peer is shared, not cloned, since a `Peer` clone is a dozen reference counts.
 #[derive(Clone)]
 pub enum Reach {
     /// Through its rmcp peer (stdio, and HTTP's typed path).
-    Peer(Peer<RoleServer>),
+    Peer(Arc<Peer<RoleServer>>),
     /// Onto the response stream of its call (HTTP's fast paths, `downstream::http::fast` and
     /// `downstream::http::modern`), which may have no rmcp peer. Such a client is sent
     /// notifications only, and only while its call's response is open.
@@ -29,6 +32,11 @@ pub enum Reach {
 }
 
 impl Reach {
+    /// Through `peer`.
+    pub fn of(peer: &Peer<RoleServer>) -> Self {
+        Reach::Peer(Arc::new(peer.clone()))
+    }
+
     /// The rmcp peer, when the client is reached through one.
     pub fn peer(&self) -> Option<&Peer<RoleServer>> {
         match self {

@@ -84,6 +84,7 @@ use crate::{
         fast::{CallParts, answer_line},
         guard::MAX_UNSENT_NOTIFICATIONS,
     },
+    relay::Reach,
 };
 
 /// The header naming the protocol version of a request (a `HeaderName`: a `&str` is parsed
@@ -118,7 +119,8 @@ pub struct Session {
     id: Arc<str>,
     profile: ProfileName,
     service: GatewayService,
-    peer: Peer<RoleServer>,
+    /// The client, through its rmcp peer: one for every call of the session.
+    reach: Reach,
     handle: LocalSessionHandle,
     /// Calls taken here and not yet answered: which taking (an id may come again once its
     /// call is cancelled) and what cancels it.
@@ -199,7 +201,7 @@ impl FastSessions {
             id: id.into(),
             profile,
             service,
-            peer,
+            reach: Reach::of(&peer),
             handle,
             calls: Mutex::default(),
             taken: AtomicU64::new(0),
@@ -300,7 +302,7 @@ impl FastSessions {
         self.poke_if_due(&session);
         let me = self.clone();
         let answer = move || async move {
-            let outcome = session.service.call_answer(&session.peer, request).await;
+            let outcome = session.service.call_answer(&session.reach, request).await;
             me.poke_if_due(&session);
             if !session.finish(&id, taking) {
                 // Cancelled by the client: no answer, as in rmcp.
