@@ -20,6 +20,13 @@ pub enum Outcome {
     Read(Result<ReadResourceResult, ErrorData>),
 }
 
+impl From<Result<rmcp::model::CallToolResult, ErrorData>> for Outcome {
+    /// A tool's typed result.
+    fn from(result: Result<rmcp::model::CallToolResult, ErrorData>) -> Self {
+        Outcome::Tool(result.map(crate::pipeline::Answer::Decoded))
+    }
+}
+
 /// How far one drive got.
 pub enum Step {
     /// The work ended: this is the answer.

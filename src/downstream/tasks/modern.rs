@@ -177,28 +177,19 @@ impl GatewayService {
         let subject = super::super::subject_of(context);
         let (name, arguments) = (request.name.to_string(), request.arguments.clone());
         let step = self
-            .in_rounds(
-                what,
-                None,
-                None,
-                self.asker(context),
-                move |service, sink, cancel| {
-                    let call = CallRequest {
-                        name,
-                        arguments,
-                        progress: None,
-                        progress_stream: None,
-                        cancel: cancel.clone(),
-                        traceparent,
-                        subject,
-                    };
-                    let call = service.call_of(&peer, call, Some(sink.clone()));
-                    async move {
-                        let result = service.wait_for_task(entry, call, sink, cancel).await;
-                        Outcome::Tool(result.map(crate::pipeline::Answer::Decoded))
-                    }
-                },
-            )
+            .in_rounds(what, None, None, self.asker(context), move |service, sink, cancel| {
+                let call = CallRequest {
+                    name,
+                    arguments,
+                    progress: None,
+                    progress_stream: None,
+                    cancel: cancel.clone(),
+                    traceparent,
+                    subject,
+                };
+                let call = service.call_of(&peer, call, Some(sink.clone()));
+                async move { Outcome::from(service.wait_for_task(entry, call, sink, cancel).await) }
+            })
             .await?;
         match step {
             Step::Done(Outcome::Tool(answer)) => {
