@@ -102,10 +102,7 @@ impl GatewayService {
         let view = self.view();
         match self.gateway.pipeline.execute_answer(&view, call).await {
             Ok(answer) => Ok(answer),
-            Err(failure) => {
-                tracing::debug!(code = failure.code(), "{failure}");
-                error::into_mcp(failure).map(crate::pipeline::Answer::Decoded)
-            }
+            Err(failure) => error::into_mcp(failure).map(crate::pipeline::Answer::Decoded),
         }
     }
 
@@ -210,10 +207,7 @@ impl ServerHandler for GatewayService {
         let view = self.view();
         match self.gateway.pipeline.execute(&view, call).await {
             Ok(result) => Ok(result.into()),
-            Err(failure) => {
-                tracing::debug!(code = failure.code(), "{failure}");
-                error::into_mcp(failure).map(Into::into)
-            }
+            Err(failure) => error::into_mcp(failure).map(Into::into),
         }
     }
 

@@ -24,8 +24,12 @@ pub const UPSTREAM_AUTH_REQUIRED: &str = "UPSTREAM_AUTH_REQUIRED";
 /// An unknown (or hidden) tool is a protocol error, `-32602`, as the MCP spec asks; an
 /// upstream's own JSON-RPC error is relayed unchanged; everything else is a tool result with
 /// `isError: true`, so the model reads why.
+///
+/// The failure is logged here, at debug, so that every path that answers one (rmcp's, the
+/// fast paths', the exchanges' and the tasks') logs it the same way.
 pub fn into_mcp(error: CallError) -> Result<CallToolResult, ErrorData> {
     let code = error.code();
+    tracing::debug!(code, "{error}");
     match error {
         CallError::UnknownTool(_) | CallError::CodeOnly(_) => Err(ErrorData::invalid_params(
             error.to_string(),

@@ -217,10 +217,7 @@ impl GatewayService {
                         let pipeline = &service.gateway.pipeline;
                         let outcome = match pipeline.execute_undecoded(&view, call).await {
                             Ok(answer) => Ok(answer),
-                            Err(failure) => {
-                                tracing::debug!(code = failure.code(), "{failure}");
-                                error::into_mcp(failure).map(Answer::Decoded)
-                            }
+                            Err(failure) => error::into_mcp(failure).map(Answer::Decoded),
                         };
                         Outcome::Tool(outcome)
                     }
@@ -339,10 +336,7 @@ pub(super) enum CallStep {
 /// A tool's answer as rmcp's types: a raw one decoded, as rmcp's client would decode it
 /// (one that does not decode is the error the client gets for it).
 pub(super) fn typed(answer: Result<Answer, McpError>) -> Result<CallToolResult, McpError> {
-    answer?.decode().or_else(|failure| {
-        tracing::debug!(code = failure.code(), "{failure}");
-        error::into_mcp(failure)
-    })
+    answer?.decode().or_else(error::into_mcp)
 }
 
 /// A 2026-07-28 `tools/call`, as its exchange's work needs it (its cancel comes from the

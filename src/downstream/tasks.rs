@@ -266,7 +266,6 @@ impl GatewayService {
         let (result, progress) = match outcome {
             Ok(created) => created,
             Err(failure) => {
-                tracing::debug!(code = failure.code(), "{failure}");
                 // No task was created: a protocol error, which a client expecting a
                 // `CreateTaskResult` can read (an `isError` tool result it could not).
                 let code = failure.code();
