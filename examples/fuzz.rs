@@ -14,6 +14,8 @@
 //!   the `tools/call` params check, and rmcp's decoding into a `ClientJsonRpcMessage`.
 //! - `call-walk`: the fast paths' byte walk over a `tools/call` (a stdio line, an HTTP body)
 //!   against serde's reading: what the walk takes, serde must read to the same call.
+//! - `modern-walk`: HTTP's modern fast path's byte walk over a 2026-07-28 `tools/call` body
+//!   against serde's reading of it: what the walk takes, serde must read to the same call.
 //! - `answer-walk`: the stdio fast path's byte walk over an upstream's answer line against
 //!   serde's: the same id, result and error, and the same keys read off the result.
 //! - `config`: `servers.toml` text through figment and validation (`config::from_toml_str`).
@@ -49,6 +51,14 @@ const CALL_CORPUS: &[&str] = &[
     r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"c","arguments":{"list":[1,2.5,{"k":"v"}],"esc":"a\"b\u00e9"}}}"#,
     r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"d"}}"#,
     r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"e","arguments":{},"_meta":null}}"#,
+];
+
+/// 2026-07-28 `tools/call` bodies, as HTTP's modern fast path reads them.
+const MODERN_CORPUS: &[&str] = &[
+    r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"rmcp","version":"3.11.0"},"io.modelcontextprotocol/protocolVersion":"2026-07-28","progressToken":0},"arguments":{"text":"hello world!"},"name":"s0__echo"}}"#,
+    r#"{"method":"tools/call","params":{"name":"a","arguments":{"x":[1,2.5,{"y":null}]},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}},"roots":{"listChanged":true}}}},"jsonrpc":"2.0","id":"req-1"}"#,
+    r#"{ "jsonrpc" : "2.0" , "id" : -12 , "method" : "tools/call" , "params" : { "name" : "b" , "arguments" : null , "_meta" : { "io.modelcontextprotocol/clientCapabilities" : { } , "io.modelcontextprotocol/protocolVersion" : "2026-07-28" , "io.modelcontextprotocol/clientInfo" : null , "traceparent" : "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01" } } }"#,
+    r#"{"jsonrpc":"2.0","id":"","method":"tools/call","params":{"name":"c","_meta":{"io.modelcontextprotocol/clientInfo":{"name":"n","title":"T","version":"1"},"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/protocolVersion":"2026-07-28","progressToken":"p"}}}"#,
 ];
 
 /// An upstream's lines for raw calls (`"tg-<n>"` ids): results in rmcp's order and others,
@@ -175,6 +185,11 @@ fn call_walk(input: &[u8]) -> Result<(), String> {
     toolgate::downstream::fast::walk_against_serde(input)
 }
 
+/// HTTP's modern fast path's byte walk over a 2026-07-28 `tools/call` body against serde's.
+fn modern_walk(input: &[u8]) -> Result<(), String> {
+    toolgate::downstream::http::modern::walk_against_serde(input)
+}
+
 /// The stdio fast path's byte walk over an upstream's answer line against serde's.
 fn answer_walk(input: &[u8]) -> Result<(), String> {
     toolgate::upstream::raw::answer_walk_against_serde(input)
@@ -220,6 +235,14 @@ fn main() -> anyhow::Result<()> {
             "call-walk",
             CALL_CORPUS.iter().map(|s| s.as_bytes().to_vec()).collect(),
             call_walk,
+        ),
+        (
+            "modern-walk",
+            MODERN_CORPUS
+                .iter()
+                .map(|s| s.as_bytes().to_vec())
+                .collect(),
+            modern_walk,
         ),
         (
             "answer-walk",

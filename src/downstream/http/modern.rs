@@ -12,7 +12,8 @@
 //!   listing `application/json` and `text/event-stream`, `MCP-Protocol-Version: 2026-07-28`,
 //!   `Mcp-Method: tools/call` and `Mcp-Name` equal to the tool's name, each once (a name
 //!   that would need SEP-2243's Base64 form is left to rmcp);
-//! - the body is one `tools/call` request ([`ModernCall::read`]): `jsonrpc: "2.0"`, a number
+//! - the body is one `tools/call` request ([`ModernCall::read`]; walked when plain, else
+//!   read by serde, to the same call: [`body`]): `jsonrpc: "2.0"`, a number
 //!   or string id, and params made of `name`, `arguments` (absent, `null` or an object) and
 //!   a `_meta` holding the protocol version `2026-07-28` and the client's capabilities (both
 //!   required by that version), and at most its `clientInfo`, a `progressToken` and a
@@ -45,7 +46,7 @@
 //! rmcp keeps none for these requests either). A client that goes away before the answer
 //! cancels the call, as in rmcp.
 
-use std::{borrow::Cow, time::Duration};
+use std::time::Duration;
 
 use axum::{
     body::Body,
@@ -53,10 +54,9 @@ use axum::{
     response::Response,
 };
 use rmcp::model::{
-    CallToolResponse, ClientCapabilities, ErrorCode, ErrorData, Implementation, JsonObject,
-    JsonRpcMessage, ProgressToken, ProtocolVersion, RequestId, ServerResult,
+    CallToolResponse, ClientCapabilities, ErrorCode, ErrorData, JsonObject, JsonRpcMessage,
+    ProgressToken, ProtocolVersion, RequestId, ServerResult,
 };
-use serde::Deserialize;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -65,7 +65,6 @@ use crate::downstream::fast::encoded;
 use crate::{
     downstream::{
         GatewayService,
-        fast::envelope::Object,
         guard::MAX_UNSENT_NOTIFICATIONS,
         rounds::{Asker, CallStep, RoundsCall, typed},
     },
@@ -73,6 +72,9 @@ use crate::{
     registry::View,
     relay::Reach,
 };
+pub use body::walk_against_serde;
+
+mod body;
 
 const VERSION_HEADER: HeaderName = HeaderName::from_static("mcp-protocol-version");
 const METHOD_HEADER: HeaderName = HeaderName::from_static("mcp-method");
@@ -89,46 +91,6 @@ pub(super) struct ModernCall {
     capabilities: ClientCapabilities,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Message<'a> {
-    #[serde(borrow)]
-    jsonrpc: Cow<'a, str>,
-    id: RequestId,
-    #[serde(borrow)]
-    method: Cow<'a, str>,
-    #[serde(borrow)]
-    params: Object<Params<'a>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Params<'a> {
-    #[serde(borrow)]
-    name: Cow<'a, str>,
-    #[serde(default)]
-    arguments: Option<JsonObject>,
-    #[serde(rename = "_meta")]
-    meta: Object<Meta>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Meta {
-    #[serde(default, rename = "progressToken")]
-    progress_token: Option<ProgressToken>,
-    /// W3C trace context (SEP-414); anything but a string leaves the request to rmcp.
-    #[serde(default)]
-    traceparent: Option<String>,
-    #[serde(rename = "io.modelcontextprotocol/protocolVersion")]
-    version: String,
-    #[serde(rename = "io.modelcontextprotocol/clientCapabilities")]
-    capabilities: Object<ClientCapabilities>,
-    /// Read only to leave a malformed one to rmcp.
-    #[serde(default, rename = "io.modelcontextprotocol/clientInfo")]
-    _client_info: Option<Object<Implementation>>,
-}
-
 impl ModernCall {
     /// The call in `body`, when its headers and body are what this path takes (module doc,
     /// but for the tool's schema: [`Self::fits`]); `None` leaves the request to rmcp.
@@ -141,27 +103,20 @@ impl ModernCall {
         {
             return None;
         }
-        let message: Message<'_> = serde_json::from_slice(body).ok()?;
-        let Object(params) = message.params;
-        let Object(meta) = params.meta;
+        let body = body::Body::read(body)?;
         let named = sole(headers, &NAME_HEADER)?;
         // `=?base64?…?=` is SEP-2243's wrapped form, which rmcp decodes: left to it.
-        let wrapped = params.name.starts_with("=?") && params.name.ends_with("?=");
-        if message.jsonrpc != "2.0"
-            || message.method != "tools/call"
-            || meta.version != version
-            || named != params.name.as_bytes()
-            || wrapped
-        {
+        let wrapped = body.name.starts_with("=?") && body.name.ends_with("?=");
+        if named != body.name.as_bytes() || wrapped {
             return None;
         }
         Some(Self {
-            id: message.id,
-            name: params.name.into_owned(),
-            arguments: params.arguments,
-            progress: meta.progress_token,
-            traceparent: meta.traceparent,
-            capabilities: meta.capabilities.0,
+            id: body.id,
+            name: body.name,
+            arguments: body.arguments,
+            progress: body.progress,
+            traceparent: body.traceparent,
+            capabilities: body.capabilities,
         })
     }
 
