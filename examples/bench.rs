@@ -33,6 +33,8 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 mod calls;
 #[path = "bench/floor.rs"]
 mod floor;
+#[path = "bench/lean.rs"]
+mod lean;
 #[path = "bench/lists.rs"]
 mod lists;
 #[path = "bench/measure.rs"]
@@ -40,6 +42,7 @@ mod measure;
 
 use calls::call_benchmarks;
 use floor::floor_benchmark;
+use lean::lean_benchmarks;
 use lists::{list_benchmarks, startup_and_memory};
 use measure::*;
 
@@ -326,38 +329,11 @@ async fn direct_http(env: &Env, era: Era) -> anyhow::Result<Session> {
 
 /// Spawns `command`, which prints `NAME: listening on URL` to stderr, and connects to URL.
 async fn http_session(
-    mut command: tokio::process::Command,
+    command: tokio::process::Command,
     name: &str,
     era: Era,
 ) -> anyhow::Result<Session> {
-    let mut child = command
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .with_context(|| format!("cannot spawn {name} over HTTP"))?;
-    let pid = child.id().with_context(|| format!("{name} has no pid"))?;
-    let stderr = child.stderr.take().context("stderr is not piped")?;
-    let mut lines = BufReader::new(stderr).lines();
-    let url = tokio::time::timeout(Duration::from_secs(60), async {
-        let mut seen = Vec::new();
-        while let Some(line) = lines.next_line().await? {
-            if let Some(url) = line
-                .strip_prefix(name)
-                .and_then(|rest| rest.strip_prefix(": listening on "))
-            {
-                return Ok(url.to_owned());
-            }
-            seen.push(line);
-        }
-        bail!("{name} exited before listening: {}", seen.join(" | "))
-    })
-    .await
-    .with_context(|| format!("{name} did not listen within 60 s"))??;
-    // Keep draining stderr so the server never blocks on a full pipe.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let (child, pid, url) = spawn_listening(command, name).await?;
     // A pooled client, as Node's `fetch` and Python's `httpx` are by default: rmcp's default
     // opens a new TCP connection for every request (`pool_max_idle_per_host(0)`), whose
     // cost would then be measured instead of the gateway's. BENCH_HTTP_UNPOOLED=1 keeps it.
@@ -390,6 +366,43 @@ async fn http_session(
         pid,
         child: Some(child),
     })
+}
+
+/// Spawns `command`, which prints `NAME: listening on URL` to stderr; returns the process,
+/// its pid and URL (its stderr drained from then on).
+async fn spawn_listening(
+    mut command: tokio::process::Command,
+    name: &str,
+) -> anyhow::Result<(tokio::process::Child, u32, String)> {
+    let mut child = command
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("cannot spawn {name} over HTTP"))?;
+    let pid = child.id().with_context(|| format!("{name} has no pid"))?;
+    let stderr = child.stderr.take().context("stderr is not piped")?;
+    let mut lines = BufReader::new(stderr).lines();
+    let url = tokio::time::timeout(Duration::from_secs(60), async {
+        let mut seen = Vec::new();
+        while let Some(line) = lines.next_line().await? {
+            if let Some(url) = line
+                .strip_prefix(name)
+                .and_then(|rest| rest.strip_prefix(": listening on "))
+            {
+                return Ok(url.to_owned());
+            }
+            seen.push(line);
+        }
+        bail!("{name} exited before listening: {}", seen.join(" | "))
+    })
+    .await
+    .with_context(|| format!("{name} did not listen within 60 s"))??;
+    // Keep draining stderr so the server never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    Ok((child, pid, url))
 }
 
 /// Every `tools/list` must reach the server.
@@ -758,6 +771,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     }
     let floor = floor_benchmark(&args.plan).await?;
     call_benchmarks(&env, &args.plan, floor).await?;
+    lean_benchmarks(&env, &args.plan).await?;
     list_benchmarks(&env, &args.plan).await?;
     startup_and_memory(&env, &args.plan).await?;
 
