@@ -5,7 +5,8 @@
 //! It spawns `target/release/examples/echo_server` (directly, over stdio and over its own
 //! HTTP, behind `examples/forwarder.rs`, and as toolgate's upstream) and
 //! `target/release/toolgate` with configurations written to a temporary directory, drives them
-//! with an rmcp client over stdio and streamable HTTP, and prints Markdown tables on stdout.
+//! with an rmcp client over stdio and streamable HTTP (section 2b: with lean clients too,
+//! `bench/lean.rs`), and prints Markdown tables on stdout.
 //! `--quick` runs a few iterations of everything (a smoke test for CI; its numbers are noisy).
 //! The load average is printed before and after: numbers taken on a busy machine are not
 //! comparable.
@@ -312,19 +313,29 @@ enum Era {
 
 /// `toolgate --config CONFIG serve --http 127.0.0.1:0`, and a client of it.
 async fn gateway_http(env: &Env, config: &Path, era: Era) -> anyhow::Result<Session> {
+    http_session(gateway_command(env, config), "toolgate", era).await
+}
+
+/// `echo_server` serving streamable HTTP itself (rmcp's server), and a client of it.
+async fn direct_http(env: &Env, era: Era) -> anyhow::Result<Session> {
+    http_session(echo_http_command(env), "echo-server", era).await
+}
+
+/// `toolgate --config CONFIG serve --http 127.0.0.1:0`.
+fn gateway_command(env: &Env, config: &Path) -> tokio::process::Command {
     let mut command = tokio::process::Command::new(&env.toolgate);
     command
         .arg("--config")
         .arg(config)
         .args(["serve", "--http", "127.0.0.1:0"]);
-    http_session(command, "toolgate", era).await
+    command
 }
 
-/// `echo_server` serving streamable HTTP itself (rmcp's server), and a client of it.
-async fn direct_http(env: &Env, era: Era) -> anyhow::Result<Session> {
+/// `echo_server` serving streamable HTTP itself.
+fn echo_http_command(env: &Env) -> tokio::process::Command {
     let mut command = tokio::process::Command::new(&env.echo);
     command.env("ECHO_HTTP_ADDR", "127.0.0.1:0");
-    http_session(command, "echo-server", era).await
+    command
 }
 
 /// Spawns `command`, which prints `NAME: listening on URL` to stderr, and connects to URL.

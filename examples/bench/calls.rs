@@ -134,10 +134,7 @@ pub(super) async fn call_benchmarks(env: &Env, plan: &Plan, floor: f64) -> anyho
         }
     }
     let calls = per_block * plan.blocks;
-    let rates: Vec<f64> = elapsed
-        .iter()
-        .map(|e| calls as f64 / e.as_secs_f64())
-        .collect();
+    let rates = rates(&elapsed, calls);
     println!(
         "\n## 2. Throughput: {CALLERS} concurrent callers sharing one client, {calls} calls per path\n"
     );

@@ -158,10 +158,7 @@ pub(super) async fn lean_benchmarks(env: &Env, plan: &Plan) -> anyhow::Result<()
         }
     }
     let calls = per_block * plan.blocks;
-    let rates: Vec<f64> = elapsed
-        .iter()
-        .map(|e| calls as f64 / e.as_secs_f64())
-        .collect();
+    let rates = rates(&elapsed, calls);
     println!(
         "\n## 2b. Throughput with lean clients: {CALLERS} callers, {calls} calls per path \
          (hyper's HTTP/1.1 client, a connection per caller; over stdio one pipe, answers \
@@ -209,23 +206,6 @@ pub(super) async fn lean_benchmarks(env: &Env, plan: &Plan) -> anyhow::Result<()
         }
     }
     Ok(())
-}
-
-/// `toolgate --config CONFIG serve --http 127.0.0.1:0`.
-fn gateway_command(env: &Env, config: &Path) -> tokio::process::Command {
-    let mut command = tokio::process::Command::new(&env.toolgate);
-    command
-        .arg("--config")
-        .arg(config)
-        .args(["serve", "--http", "127.0.0.1:0"]);
-    command
-}
-
-/// `echo_server` serving streamable HTTP itself.
-fn echo_http_command(env: &Env) -> tokio::process::Command {
-    let mut command = tokio::process::Command::new(&env.echo);
-    command.env("ECHO_HTTP_ADDR", "127.0.0.1:0");
-    command
 }
 
 impl LeanRoute {

@@ -158,3 +158,11 @@ pub(super) fn cpu_cells(
     let per = |d: Duration| format!("{:.1}", us(d) / calls as f64);
     (if through { per(cpu.0) } else { "–".into() }, per(cpu.1))
 }
+
+/// Calls per second of each path that made `calls` calls in `elapsed`.
+pub(super) fn rates(elapsed: &[Duration], calls: usize) -> Vec<f64> {
+    elapsed
+        .iter()
+        .map(|e| calls as f64 / e.as_secs_f64())
+        .collect()
+}

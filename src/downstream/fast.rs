@@ -55,7 +55,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 pub(crate) mod envelope;
 mod ids;
-mod scan;
+pub(crate) mod scan;
 
 pub use ids::IdsInFlight;
 use ids::Taken;

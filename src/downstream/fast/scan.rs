@@ -47,10 +47,20 @@ fn sdk_shaped(message: &[u8]) -> Option<(RequestId, CallParts)> {
 
 /// [`call`] for the envelope's keys in any order.
 fn any_order(message: &[u8]) -> Option<(RequestId, CallParts)> {
+    request(message, call_params)
+}
+
+/// A `tools/call` request walked, its keys in any order and each once: `jsonrpc` (`"2.0"`),
+/// `id` (an integer or a string), `method` (`"tools/call"`) and `params`, which `read_params`
+/// reads (for HTTP's modern fast path too, whose params differ).
+pub(crate) fn request<'a, P>(
+    message: &'a [u8],
+    mut read_params: impl FnMut(&mut Walk<'a>) -> Option<P>,
+) -> Option<(RequestId, P)> {
     let mut walk = Walk::new(message);
     let (mut jsonrpc, mut method) = (false, false);
     let mut id: Option<RequestId> = None;
-    let mut params: Option<CallParts> = None;
+    let mut params: Option<P> = None;
     walk.object(|key, walk| match key {
         b"jsonrpc" if !jsonrpc => {
             // Bytes: an ASCII match is UTF-8, and a mismatch ends the walk anyway.
@@ -66,7 +76,7 @@ fn any_order(message: &[u8]) -> Option<(RequestId, CallParts)> {
             method.then_some(())
         }
         b"params" if params.is_none() => {
-            params = Some(call_params(walk)?);
+            params = Some(read_params(walk)?);
             Some(())
         }
         _ => None,
@@ -78,7 +88,7 @@ fn any_order(message: &[u8]) -> Option<(RequestId, CallParts)> {
 }
 
 /// rmcp's id or progress token: an integer or a string.
-fn number_or_string(walk: &mut Walk<'_>) -> Option<NumberOrString> {
+pub(crate) fn number_or_string(walk: &mut Walk<'_>) -> Option<NumberOrString> {
     match walk.peek()? {
         b'"' => Some(NumberOrString::String(walk.plain_str()?.into())),
         _ => Some(NumberOrString::Number(walk.integer()?)),
@@ -111,9 +121,7 @@ fn rmcp_params(walk: &mut Walk<'_>) -> Option<CallParts> {
     }
     let mut arguments = None;
     if walk.literal(br#""arguments":"#) {
-        if !walk.literal(b"null") {
-            arguments = Some(walk.json_object()?);
-        }
+        arguments = call_arguments(walk)?;
         if !walk.literal(b",") {
             return None;
         }
@@ -138,13 +146,7 @@ fn params_any_order(walk: &mut Walk<'_>) -> Option<CallParts> {
     walk.object(|key, walk| {
         match key {
             b"name" if name.is_none() => name = Some(walk.plain_str()?),
-            // Read into the object validation reads (by serde unless flat and plain).
-            b"arguments" if arguments.is_none() => {
-                arguments = Some(match walk.literal(b"null") {
-                    true => None,
-                    false => Some(walk.json_object()?),
-                })
-            }
+            b"arguments" if arguments.is_none() => arguments = Some(call_arguments(walk)?),
             b"_meta" if meta.is_none() => meta = Some(call_meta(walk)?),
             _ => return None,
         }
@@ -157,6 +159,15 @@ fn params_any_order(walk: &mut Walk<'_>) -> Option<CallParts> {
         progress: meta.progress,
         traceparent: meta.traceparent,
     })
+}
+
+/// A call's `arguments`, `null` or an object, read into the object validation reads (by
+/// serde unless flat and plain).
+pub(crate) fn call_arguments(walk: &mut Walk<'_>) -> Option<Option<JsonObject>> {
+    match walk.literal(b"null") {
+        true => Some(None),
+        false => walk.json_object().map(Some),
+    }
 }
 
 #[derive(Default)]

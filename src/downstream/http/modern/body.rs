@@ -14,13 +14,15 @@
 use std::borrow::Cow;
 
 use rmcp::model::{
-    ClientCapabilities, Implementation, JsonObject, NumberOrString, ProgressToken, ProtocolVersion,
-    RequestId,
+    ClientCapabilities, Implementation, JsonObject, ProgressToken, ProtocolVersion, RequestId,
 };
 use serde::Deserialize;
 
 use crate::{
-    downstream::{fast::envelope::Object, guard::TOOLS_CALL},
+    downstream::{
+        fast::{envelope::Object, scan},
+        guard::TOOLS_CALL,
+    },
     plain_json::Walk,
 };
 
@@ -63,50 +65,15 @@ fn version() -> &'static str {
 
 /// [`Body::read`]'s walk: keys in any order, each once.
 fn walk(body: &[u8]) -> Option<Body> {
-    let mut walk = Walk::new(body);
-    let (mut jsonrpc, mut method) = (false, false);
-    let mut id = None;
-    let mut params = None;
-    // A wrong version or method ends the walk: serde's reading refuses it too.
-    walk.object(|key, walk| match key {
-        b"jsonrpc" if !jsonrpc => {
-            jsonrpc = walk.plain_bytes()? == b"2.0";
-            jsonrpc.then_some(())
-        }
-        b"id" if id.is_none() => {
-            id = Some(number_or_string(walk)?);
-            Some(())
-        }
-        b"method" if !method => {
-            method = walk.plain_bytes()? == TOOLS_CALL.as_bytes();
-            method.then_some(())
-        }
-        b"params" if params.is_none() => {
-            params = Some(walk_params(walk)?);
-            Some(())
-        }
-        _ => None,
-    })?;
-    if !walk.at_end() || !jsonrpc || !method {
-        return None;
-    }
-    let (name, arguments, meta) = params?;
+    let (id, (name, arguments, meta)) = scan::request(body, walk_params)?;
     Some(Body {
-        id: id?,
+        id,
         name: name.to_owned(),
         arguments,
         progress: meta.progress,
         traceparent: meta.traceparent,
         capabilities: meta.capabilities,
     })
-}
-
-/// rmcp's id or progress token: an integer or a string.
-fn number_or_string(walk: &mut Walk<'_>) -> Option<NumberOrString> {
-    match walk.peek()? {
-        b'"' => Some(NumberOrString::String(walk.plain_str()?.into())),
-        _ => Some(NumberOrString::Number(walk.integer()?)),
-    }
 }
 
 /// `_meta` as the walk reads it.
@@ -123,12 +90,7 @@ fn walk_params<'a>(walk: &mut Walk<'a>) -> Option<(&'a str, Option<JsonObject>, 
     walk.object(|key, walk| {
         match key {
             b"name" if name.is_none() => name = Some(walk.plain_str()?),
-            b"arguments" if arguments.is_none() => {
-                arguments = Some(match walk.literal(b"null") {
-                    true => None,
-                    false => Some(walk.json_object()?),
-                })
-            }
+            b"arguments" if arguments.is_none() => arguments = Some(scan::call_arguments(walk)?),
             b"_meta" if meta.is_none() => meta = Some(walk_meta(walk)?),
             _ => return None,
         }
@@ -145,7 +107,7 @@ fn walk_meta(walk: &mut Walk<'_>) -> Option<WalkedMeta> {
             b"progressToken" if progress.is_none() => {
                 progress = Some(match walk.literal(b"null") {
                     true => None,
-                    false => Some(ProgressToken(number_or_string(walk)?)),
+                    false => Some(ProgressToken(scan::number_or_string(walk)?)),
                 })
             }
             b"traceparent" if traceparent.is_none() => {
@@ -271,6 +233,8 @@ struct Meta {
 
 #[cfg(test)]
 mod tests {
+    use rmcp::model::NumberOrString;
+
     use super::*;
 
     /// Bodies the walk takes, each a different shape of what clients write.
