@@ -4,8 +4,8 @@
 //! toolgate and echo_server together, on a machine whose 2 cores all three processes share.
 //! Here every path is driven by a client that does close to nothing: over HTTP, hyper's
 //! HTTP/1.1 client with one connection per caller; over stdio, one pipe whose answers a reader
-//! task hands back by id. They send the bytes rmcp's clients send (the same `_meta`, a
-//! progress token per call) and check each answer for the echoed text. The direct stdio path
+//! task hands back by id. They write requests as rmcp's clients do (the same keys in the same
+//! order, a progress token per call) and check each answer for the echoed text. The direct stdio path
 //! runs with both clients, so that every ratio can be read against either.
 
 use std::collections::HashMap;
@@ -83,8 +83,8 @@ struct LeanRoute {
     label: &'static str,
     client: Lean,
     cpu: CpuWatch,
-    /// Processes to kill at the end.
-    children: Vec<Child>,
+    /// The server, killed at the end.
+    child: Child,
 }
 
 pub(super) async fn lean_benchmarks(env: &Env, plan: &Plan) -> anyhow::Result<()> {
@@ -162,7 +162,7 @@ pub(super) async fn lean_benchmarks(env: &Env, plan: &Plan) -> anyhow::Result<()
     println!(
         "\n## 2b. Throughput with lean clients: {CALLERS} callers, {calls} calls per path \
          (hyper's HTTP/1.1 client, a connection per caller; over stdio one pipe, answers \
-         matched by id; the bytes rmcp's clients send)\n"
+         matched by id; requests written as rmcp's clients write them)\n"
     );
     println!(
         "| path | calls/s | × direct (rmcp's client) | × direct (lean client) | toolgate CPU µs/call \
@@ -200,10 +200,8 @@ pub(super) async fn lean_benchmarks(env: &Env, plan: &Plan) -> anyhow::Result<()
     );
 
     direct_rmcp.session.close().await;
-    for path in paths {
-        for mut child in path.children {
-            let _ = child.kill().await;
-        }
+    for mut path in paths {
+        let _ = path.child.kill().await;
     }
     Ok(())
 }
@@ -230,7 +228,7 @@ impl LeanRoute {
                 gateway: None,
                 upstream: pid,
             },
-            children: vec![child],
+            child,
         })
     }
 
@@ -262,7 +260,7 @@ impl LeanRoute {
                 gateway: gateway.then_some(pid),
                 upstream,
             },
-            children: vec![child],
+            child,
         })
     }
 }
