@@ -231,7 +231,7 @@ impl Front {
             let Some(claim) = self.in_flight.begin(session, &id) else {
                 return jsonrpc_error(id.clone(), duplicate_id(&id));
             };
-            let response = fast.call(live, id, call, &parts);
+            let response = fast.call(live, id, call, &parts).respond().await;
             return hold_until_sent(response, (Some(claim), Some(answering)));
         }
         // A 2026-07-28 call (no session) that rmcp would pass without a word is answered
@@ -323,7 +323,7 @@ impl Front {
                 None => {}
             }
             if let (Some((fast, session)), Some((id, call))) = (fast, fast_call) {
-                let response = fast.call(session, id, call, &parts);
+                let response = fast.call(session, id, call, &parts).respond().await;
                 return hold_until_sent(response, (claim, answering));
             }
         }

@@ -36,6 +36,9 @@
 //! `notifications/progress` (when the client sent a `progressToken`) and then the answer,
 //! one `data:` event each, SSE comments as keep-alive while a call runs. Differences, by
 //! choice (`BENCHMARKS.md`, "HTTP fast path"):
+//! - the headers go out with the first event (the answer or a notice) when it comes within
+//!   5 ms, in one write, else at 5 ms; rmcp sends them as the call starts
+//!   ([`CallBody::respond`]);
 //! - no priming event and no event ids: the stream cannot be resumed with `Last-Event-ID`
 //!   (rmcp keeps a call's events for 60 s so that a client whose connection broke can
 //!   fetch them); a client that loses the connection loses that answer, as over stdio;
@@ -273,14 +276,15 @@ impl FastSessions {
         Some(response)
     }
 
-    /// Answers call `id` of `session` (the front has checked and claimed it).
-    pub(crate) fn call(
+    /// Starts call `id` of `session` (the front has checked and claimed it); its response
+    /// is [`CallBody::respond`].
+    pub(super) fn call(
         self: &Arc<Self>,
         session: Arc<Session>,
         id: RequestId,
         call: CallParts,
         parts: &axum::http::request::Parts,
-    ) -> Response {
+    ) -> CallBody {
         let cancel = session.closed.child_token();
         let taking = session.taken.fetch_add(1, Ordering::Relaxed);
         session.calls().insert(id.clone(), (taking, cancel.clone()));
@@ -316,7 +320,7 @@ impl FastSessions {
                 .count_fast_path_call();
             Some(answer_line(id, outcome, false))
         };
-        let body = CallBody {
+        CallBody {
             first: None,
             call: Some(crate::pipeline::boxed(answer)),
             answer: None,
@@ -325,8 +329,7 @@ impl FastSessions {
             idle: None,
             done: false,
             cancel_on_drop: None,
-        };
-        body.into_response()
+        }
     }
 
     /// Tells the session's worker it is in use, at most every [`FastSessions::poke_every`]:
@@ -439,11 +442,16 @@ fn lists_both(headers: &HeaderMap) -> bool {
     json && sse
 }
 
+/// How long a session's call may hold its response's headers back for its first event
+/// ([`CallBody::respond`]): longer than a quick tool of a local upstream takes, too short for
+/// a client to notice.
+const HEAD_WAIT: Duration = Duration::from_millis(5);
+
 pub(super) type Answering = Pin<Box<dyn Future<Output = Option<Vec<u8>>> + Send>>;
 
 /// The response body of one call: its progress, then its answer, as SSE events.
 pub(super) struct CallBody {
-    /// An event already taken from `progress`, sent first.
+    /// An event already taken (from `progress`, or by [`Self::respond`]), sent first.
     pub(super) first: Option<Bytes>,
     /// The call, until it is over.
     pub(super) call: Option<Answering>,
@@ -461,6 +469,23 @@ pub(super) struct CallBody {
 }
 
 impl CallBody {
+    /// The response of a session's call, once the stream has its first event (the answer or
+    /// a progress notice) or [`HEAD_WAIT`] has passed. The headers then go out in the same
+    /// write as that event: sent on their own, as rmcp sends them when the call starts, they
+    /// cost toolgate a write and the client a wake-up per call. A call slower than that gets
+    /// its headers at [`HEAD_WAIT`], so that a client still learns soon that its request was
+    /// taken.
+    pub(super) async fn respond(mut self) -> Response {
+        use futures::StreamExt;
+        match tokio::time::timeout(HEAD_WAIT, self.next()).await {
+            Ok(Some(Ok(first))) => self.first = Some(first),
+            Ok(Some(Err(never))) => match never {},
+            // Cancelled (the stream ends without an answer), or still running.
+            Ok(None) | Err(_) => {}
+        }
+        self.into_response()
+    }
+
     /// The response: `200` and the SSE stream, with the headers rmcp sends with one.
     pub(super) fn into_response(self) -> Response {
         let mut response = Response::new(Body::from_stream(self));
@@ -480,11 +505,12 @@ impl futures::Stream for CallBody {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
-        if this.done {
-            return Poll::Ready(None);
-        }
+        // First even when done: [`Self::respond`] may have taken the answer itself.
         if let Some(first) = this.first.take() {
             return Poll::Ready(Some(Ok(first)));
+        }
+        if this.done {
+            return Poll::Ready(None);
         }
         if let Some(call) = &mut this.call
             && let Poll::Ready(answer) = call.as_mut().poll(cx)

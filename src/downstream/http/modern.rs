@@ -54,8 +54,8 @@ use axum::{
     response::Response,
 };
 use rmcp::model::{
-    CallToolResponse, ClientCapabilities, ErrorCode, ErrorData, JsonObject, JsonRpcMessage,
-    ProgressToken, ProtocolVersion, RequestId, ServerResult,
+    CallToolResponse, ErrorCode, ErrorData, JsonRpcMessage, ProtocolVersion, RequestId,
+    ServerResult,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -81,15 +81,8 @@ const METHOD_HEADER: HeaderName = HeaderName::from_static("mcp-method");
 const NAME_HEADER: HeaderName = HeaderName::from_static("mcp-name");
 const TRACEPARENT_HEADER: HeaderName = HeaderName::from_static("traceparent");
 
-/// A 2026-07-28 `tools/call` this path takes (module doc).
-pub(super) struct ModernCall {
-    id: RequestId,
-    name: String,
-    arguments: Option<JsonObject>,
-    progress: Option<ProgressToken>,
-    traceparent: Option<String>,
-    capabilities: ClientCapabilities,
-}
+/// A 2026-07-28 `tools/call` this path takes (module doc): a body its headers agree with.
+pub(super) struct ModernCall(body::Body);
 
 impl ModernCall {
     /// The call in `body`, when its headers and body are what this path takes (module doc,
@@ -110,21 +103,14 @@ impl ModernCall {
         if named != body.name.as_bytes() || wrapped {
             return None;
         }
-        Some(Self {
-            id: body.id,
-            name: body.name,
-            arguments: body.arguments,
-            progress: body.progress,
-            traceparent: body.traceparent,
-            capabilities: body.capabilities,
-        })
+        Some(Self(body))
     }
 
     /// Whether `view` lists the tool, with no `x-mcp-header` annotation in its input schema,
     /// and as a tool that cannot run as a task (such a call is rmcp's: the handler decides
     /// from the client's capabilities whether it becomes a task).
     pub(super) fn fits(&self, view: &View) -> bool {
-        view.listed(&self.name).is_some_and(|entry| {
+        view.listed(&self.0.name).is_some_and(|entry| {
             !entry.policy.header_params
                 && !matches!(
                     crate::downstream::tasks::task_support(&entry.extra),
@@ -150,24 +136,32 @@ pub(super) async fn answer(
     parts: &axum::http::request::Parts,
     keep_alive: Duration,
 ) -> Response {
+    let ModernCall(body::Body {
+        id,
+        name,
+        arguments,
+        progress,
+        traceparent,
+        capabilities,
+    }) = call;
     let (stream, mut notices) = mpsc::channel(MAX_UNSENT_NOTIFICATIONS);
     let cancel = CancellationToken::new();
     let asker = Asker {
         owner: service.http_owner(&parts.headers),
         reach: Reach::Stream(stream),
-        capabilities: call.capabilities,
+        capabilities,
         ct: cancel.clone(),
     };
-    let traceparent = call.traceparent.as_deref().or_else(|| {
+    let traceparent = traceparent.as_deref().or_else(|| {
         parts
             .headers
             .get(TRACEPARENT_HEADER)
             .and_then(|v| v.to_str().ok())
     });
     let request = RoundsCall {
-        name: call.name,
-        arguments: call.arguments,
-        progress: call.progress,
+        name,
+        arguments,
+        progress,
         progress_stream: None,
         traceparent: traceparent.and_then(crate::telemetry::Traceparent::parse),
         subject: parts
@@ -175,7 +169,6 @@ pub(super) async fn answer(
             .get::<super::oauth::Subject>()
             .map(|s| s.0.clone()),
     };
-    let id = call.id;
     let metrics = service.gateway.pipeline.metrics.clone();
     let mut work = crate::pipeline::boxed(move || async move {
         let outcome = service.modern_fast_call(request, asker).await;
@@ -326,8 +319,8 @@ mod tests {
             &body(&format!(r#""name":"e","arguments":{{"a":1}},{META}"#)),
         )
         .expect("taken");
-        assert_eq!(taken.name, "e");
-        assert_eq!(taken.id, RequestId::Number(1));
+        assert_eq!(taken.0.name, "e");
+        assert_eq!(taken.0.id, RequestId::Number(1));
         let with_progress = body(&format!(
             r#""name":"e",{}"#,
             META.replace(r#""_meta":{"#, r#""_meta":{"progressToken":"p","#)
