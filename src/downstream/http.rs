@@ -231,7 +231,7 @@ impl Front {
             let Some(claim) = self.in_flight.begin(session, &id) else {
                 return jsonrpc_error(id.clone(), duplicate_id(&id));
             };
-            let response = fast.call(live, id, call, &parts).respond().await;
+            let response = fast.call(live, id, call, &parts).respond(&fast.heads).await;
             return hold_until_sent(response, (Some(claim), Some(answering)));
         }
         // A 2026-07-28 call (no session) that rmcp would pass without a word is answered
@@ -323,7 +323,10 @@ impl Front {
                 None => {}
             }
             if let (Some((fast, session)), Some((id, call))) = (fast, fast_call) {
-                let response = fast.call(session, id, call, &parts).respond().await;
+                let response = fast
+                    .call(session, id, call, &parts)
+                    .respond(&fast.heads)
+                    .await;
                 return hold_until_sent(response, (claim, answering));
             }
         }
@@ -427,7 +430,11 @@ pub async fn serve(
     let sessions = SessionLimits::new(settings);
     let owners = Arc::new(owners::Owners::default());
     let fast = config.fast_path.then(|| {
-        fast::FastSessions::new(settings.session_idle, endpoint::keep_alive(&rmcp_config))
+        fast::FastSessions::new(
+            settings.session_idle,
+            endpoint::keep_alive(&rmcp_config),
+            stop.clone(),
+        )
     });
     let make_endpoint = EndpointMaker {
         gateway: gateway.clone(),

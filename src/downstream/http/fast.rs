@@ -37,8 +37,8 @@
 //! one `data:` event each, SSE comments as keep-alive while a call runs. Differences, by
 //! choice (`BENCHMARKS.md`, "HTTP fast path"):
 //! - the headers go out with the first event (the answer or a notice) when it comes within
-//!   5 ms, in one write, else at 5 ms; rmcp sends them as the call starts
-//!   ([`CallBody::respond`]);
+//!   5 ms, in one write, else at 5 ms (timed by one task per front, [`heads`]); rmcp sends
+//!   them as the call starts ([`CallBody::respond`]);
 //! - no priming event and no event ids: the stream cannot be resumed with `Last-Event-ID`
 //!   (rmcp keeps a call's events for 60 s so that a client whose connection broke can
 //!   fetch them); a client that loses the connection loses that answer, as over stdio;
@@ -55,26 +55,20 @@
 
 use std::{
     collections::HashMap,
-    convert::Infallible,
-    future::Future,
-    pin::Pin,
     sync::{
         Arc, Mutex, RwLock,
         atomic::{AtomicU64, Ordering},
     },
-    task::{Context, Poll},
     time::{Duration, Instant},
 };
 
 use axum::{
-    body::{Body, Bytes},
-    http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header},
+    body::Body,
+    http::{HeaderMap, HeaderName, StatusCode, header},
     response::Response,
 };
 use rmcp::{
-    RoleServer,
-    model::{JsonRpcMessage, RequestId, ServerNotification},
-    service::{Peer, TxJsonRpcMessage},
+    RoleServer, model::RequestId, service::Peer,
     transport::streamable_http_server::session::local::LocalSessionHandle,
 };
 use tokio::sync::mpsc;
@@ -107,6 +101,8 @@ pub struct FastSessions {
     /// How often the fast path tells a session's worker it is in use.
     poke_every: Duration,
     start: Instant,
+    /// Ends the calls' waits for their first event ([`CallBody::respond`]).
+    pub(super) heads: Arc<heads::HeadWaits>,
 }
 
 /// A session rmcp created whose handshake is not over yet.
@@ -138,14 +134,16 @@ pub struct Session {
 }
 
 impl FastSessions {
-    /// `session_idle`: rmcp's idle expiry of a session; `keep_alive`: rmcp's SSE keep-alive.
-    pub fn new(session_idle: Duration, keep_alive: Duration) -> Arc<Self> {
+    /// `session_idle`: rmcp's idle expiry of a session; `keep_alive`: rmcp's SSE keep-alive;
+    /// `stop`: the front's, which ends the task that times the calls' waits for their headers.
+    pub fn new(session_idle: Duration, keep_alive: Duration, stop: CancellationToken) -> Arc<Self> {
         Arc::new(Self {
             pending: Mutex::default(),
             live: RwLock::default(),
             keep_alive,
             poke_every: (session_idle / 4).max(Duration::from_millis(10)),
             start: Instant::now(),
+            heads: heads::HeadWaits::start(HEAD_WAIT, stop),
         })
     }
 
@@ -276,8 +274,9 @@ impl FastSessions {
         Some(response)
     }
 
-    /// Starts call `id` of `session` (the front has checked and claimed it); its response
-    /// is [`CallBody::respond`].
+    /// Call `id` of `session` (the front has checked and claimed it), registered for the
+    /// client's cancel, as the body of its response: the call starts when the body is first
+    /// polled, which [`CallBody::respond`] does.
     pub(super) fn call(
         self: &Arc<Self>,
         session: Arc<Session>,
@@ -442,157 +441,10 @@ fn lists_both(headers: &HeaderMap) -> bool {
     json && sse
 }
 
-/// How long a session's call may hold its response's headers back for its first event
-/// ([`CallBody::respond`]): longer than a quick tool of a local upstream takes, too short for
-/// a client to notice.
-const HEAD_WAIT: Duration = Duration::from_millis(5);
+mod body;
+mod heads;
 
-pub(super) type Answering = Pin<Box<dyn Future<Output = Option<Vec<u8>>> + Send>>;
-
-/// The response body of one call: its progress, then its answer, as SSE events.
-pub(super) struct CallBody {
-    /// An event already taken (from `progress`, or by [`Self::respond`]), sent first.
-    pub(super) first: Option<Bytes>,
-    /// The call, until it is over.
-    pub(super) call: Option<Answering>,
-    /// The call is over: its answer (`None`: cancelled, no answer).
-    pub(super) answer: Option<Option<Vec<u8>>>,
-    pub(super) progress: Option<mpsc::Receiver<Box<ServerNotification>>>,
-    pub(super) keep_alive: Duration,
-    /// Armed while the call runs and nothing is sent.
-    pub(super) idle: Option<Pin<Box<tokio::time::Sleep>>>,
-    pub(super) done: bool,
-    /// Cancelled when the client goes away before the answer (a 2026-07-28 request, as
-    /// rmcp cancels its handler); `None`: the call runs on (a session's call, as rmcp's
-    /// session worker lets it).
-    pub(super) cancel_on_drop: Option<CancellationToken>,
-}
-
-impl CallBody {
-    /// The response of a session's call, once the stream has its first event (the answer or
-    /// a progress notice) or [`HEAD_WAIT`] has passed. The headers then go out in the same
-    /// write as that event: sent on their own, as rmcp sends them when the call starts, they
-    /// cost toolgate a write and the client a wake-up per call. A call slower than that gets
-    /// its headers at [`HEAD_WAIT`], so that a client still learns soon that its request was
-    /// taken.
-    pub(super) async fn respond(mut self) -> Response {
-        use futures::StreamExt;
-        match tokio::time::timeout(HEAD_WAIT, self.next()).await {
-            Ok(Some(Ok(first))) => self.first = Some(first),
-            Ok(Some(Err(never))) => match never {},
-            // Cancelled (the stream ends without an answer), or still running.
-            Ok(None) | Err(_) => {}
-        }
-        self.into_response()
-    }
-
-    /// The response: `200` and the SSE stream, with the headers rmcp sends with one.
-    pub(super) fn into_response(self) -> Response {
-        let mut response = Response::new(Body::from_stream(self));
-        let headers = response.headers_mut();
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/event-stream"),
-        );
-        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-        headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-        response
-    }
-}
-
-impl futures::Stream for CallBody {
-    type Item = Result<Bytes, Infallible>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = &mut *self;
-        // First even when done: [`Self::respond`] may have taken the answer itself.
-        if let Some(first) = this.first.take() {
-            return Poll::Ready(Some(Ok(first)));
-        }
-        if this.done {
-            return Poll::Ready(None);
-        }
-        if let Some(call) = &mut this.call
-            && let Poll::Ready(answer) = call.as_mut().poll(cx)
-        {
-            this.call = None;
-            this.answer = Some(answer);
-        }
-        if let Some(progress) = &mut this.progress {
-            // Everything sent before the answer goes out before it.
-            let next = if this.answer.is_some() {
-                progress.try_recv().ok()
-            } else {
-                match progress.poll_recv(cx) {
-                    Poll::Ready(next) => next,
-                    Poll::Pending => None,
-                }
-            };
-            if let Some(notice) = next {
-                this.idle = None;
-                return Poll::Ready(Some(Ok(notice_event(*notice))));
-            }
-        }
-        if let Some(answer) = this.answer.take() {
-            this.done = true;
-            return Poll::Ready(answer.map(|line| Ok(event(&line))));
-        }
-        let keep_alive = this.keep_alive;
-        let idle = this
-            .idle
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep(keep_alive)));
-        if idle.as_mut().poll(cx).is_ready() {
-            this.idle = None;
-            return Poll::Ready(Some(Ok(Bytes::from_static(b":\n\n"))));
-        }
-        Poll::Pending
-    }
-}
-
-impl Drop for CallBody {
-    /// The client went away before the answer: the call still runs to its end (and is
-    /// audited), as rmcp's session worker lets it; cancelled first when `cancel_on_drop`
-    /// says so.
-    fn drop(&mut self) {
-        if let Some(call) = self.call.take() {
-            if let Some(cancel) = &self.cancel_on_drop {
-                cancel.cancel();
-            }
-            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                runtime.spawn(call);
-            }
-        }
-    }
-}
-
-/// One SSE event carrying `json` (a JSON-RPC message; a trailing newline is left out). A
-/// line break inside (JSON whitespace from an upstream) starts another `data:` line, which
-/// the client joins back with a newline: the same JSON.
-pub(super) fn event(json: &[u8]) -> Bytes {
-    let json = json.strip_suffix(b"\n").unwrap_or(json);
-    let mut out = Vec::with_capacity(json.len() + 9);
-    for (n, piece) in json.split(|b| *b == b'\n' || *b == b'\r').enumerate() {
-        if n > 0 {
-            out.push(b'\n');
-        }
-        out.extend_from_slice(b"data: ");
-        out.extend_from_slice(piece);
-    }
-    out.extend_from_slice(b"\n\n");
-    out.into()
-}
-
-/// A notification's event, as rmcp's peer writes it.
-pub(super) fn notice_event(notice: ServerNotification) -> Bytes {
-    let message: TxJsonRpcMessage<RoleServer> = JsonRpcMessage::notification(notice);
-    match serde_json::to_vec(&message) {
-        Ok(json) => event(&json),
-        Err(error) => {
-            tracing::debug!(%error, "could not encode a notification");
-            Bytes::from_static(b":\n\n")
-        }
-    }
-}
-
+use body::HEAD_WAIT;
+pub(super) use body::{CallBody, notice_event};
 #[cfg(test)]
 mod tests;

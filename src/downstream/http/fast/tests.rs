@@ -1,6 +1,8 @@
 //! Unit tests of the HTTP fast path: which headers it takes, and how an answer becomes an event.
 
-use super::*;
+use axum::http::HeaderValue;
+
+use super::{body::event, *};
 
 fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
     let mut map = HeaderMap::new();
