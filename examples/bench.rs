@@ -599,9 +599,11 @@ async fn soak(env: &Env, seconds: u64, callers: usize, via: Via) -> anyhow::Resu
         Via::Sockets => Route::through("soak", gateway_sockets(env, &one, "soak").await?)?,
         Via::Http(era) => Route::through("soak", gateway_http(env, &one, era).await?)?,
         Via::Forwarder => Route::forwarder(env, false).await?,
+        Via::Direct => Route::direct(env).await?,
     };
     let middle = match via {
         Via::Forwarder => "forwarder",
+        Via::Direct => "direct (no gateway)",
         Via::Stdio | Via::Sockets | Via::Http(_) => "toolgate",
     };
     eprintln!(
@@ -610,43 +612,53 @@ async fn soak(env: &Env, seconds: u64, callers: usize, via: Via) -> anyhow::Resu
     );
     tokio::time::sleep(Duration::from_secs(2)).await;
     let deadline = Instant::now() + Duration::from_secs(seconds);
-    let done = Arc::new(AtomicUsize::new(0));
     let mut cpu = (Duration::ZERO, Duration::ZERO);
     let start = Instant::now();
+    // Each call's own time, so a soak also gives percentiles: the full run's sections take
+    // a few thousand samples each, and a sequential soak's p50 over 10^4..10^5 calls is
+    // steadier for comparing two builds.
+    let mut times = Vec::new();
     let work = async {
         let mut tasks = tokio::task::JoinSet::new();
         for _ in 0..callers {
-            let (peer, params, done) = (route.session.peer(), route.params.clone(), done.clone());
+            let (peer, params) = (route.session.peer(), route.params.clone());
             tasks.spawn(async move {
+                let mut times = Vec::with_capacity(1 << 16);
                 while Instant::now() < deadline {
+                    let began = Instant::now();
                     call(&peer, &params).await?;
-                    done.fetch_add(1, Ordering::Relaxed);
+                    times.push(began.elapsed());
                 }
-                anyhow::Ok(())
+                anyhow::Ok(times)
             });
         }
         while let Some(joined) = tasks.join_next().await {
-            joined??;
+            times.extend(joined??);
         }
         anyhow::Ok(())
     };
     route.cpu.measure(&mut cpu, work).await?;
-    let calls = done.load(Ordering::Relaxed);
-    let (gw_cpu, up_cpu) = cpu_cells(cpu, calls, true);
+    let calls = times.len();
+    let (gw_cpu, up_cpu) = cpu_cells(cpu, calls, route.cpu.gateway.is_some());
     let peak = peak_rss_kib(route.session.pid)?;
+    let times = Stats::new(times);
     println!(
         "soak: {calls} calls from {callers} callers in {:.1} s = {:.0} calls/s; \
          {middle} {gw_cpu} µs CPU/call, echo_server {up_cpu} µs CPU/call; \
-         {middle} peak RSS {:.1} MiB",
+         {middle} peak RSS {:.1} MiB; call time p50 {:.1} p90 {:.1} p99 {:.1} mean {:.1} µs",
         start.elapsed().as_secs_f64(),
         calls as f64 / start.elapsed().as_secs_f64(),
-        mib(peak)
+        mib(peak),
+        us(times.pct(50.0)),
+        us(times.pct(90.0)),
+        us(times.pct(99.0)),
+        us(times.mean()),
     );
     route.session.close().await;
     Ok(())
 }
 
-const USAGE: &str = "usage: bench [--quick] [--memory] [--client-workers N] [--soak SECS [--callers N] [--sockets | --http | --http-modern | --forwarder]]\n\
+const USAGE: &str = "usage: bench [--quick] [--memory] [--client-workers N] [--soak SECS [--callers N] [--sockets | --http | --http-modern | --forwarder | --direct]]\n\
     Run after `cargo build --release --bin toolgate --examples`, as\n\
     `cargo run --release --example bench [-- --quick]`.\n\
     --quick        a few iterations of everything (CI smoke run; noisy numbers)\n\
@@ -654,11 +666,13 @@ const USAGE: &str = "usage: bench [--quick] [--memory] [--client-workers N] [--s
     --client-workers N  run the benchmark's client on N tokio workers (default 0: a\n\
     \x20              current-thread runtime, which leaves the 2 cores to the servers)\n\
     --soak SECS    only call through toolgate (stdio) for SECS seconds, for profiling;\n\
-    \x20              prints the pids first (default 16 callers; --callers 1 = sequential;\n\
+    \x20              prints the pids first, then the rate, CPU and call-time percentiles\n\
+    \x20              (default 16 callers; --callers 1 = sequential;\n\
     \x20              --sockets: its stdin and stdout socket pairs, as Node spawns it;\n\
     \x20              --http: through `serve --http` instead; --http-modern: the same,\n\
     \x20              its client speaking 2026-07-28 (no session); --forwarder: through\n\
-    \x20              `examples/forwarder.rs`, which reads nothing)\n\
+    \x20              `examples/forwarder.rs`, which reads nothing; --direct: to\n\
+    \x20              echo_server itself, no gateway)\n\
     BENCH_TOOLGATE=PATH runs that gateway binary (or wrapper script) instead of\n\
     \x20              target/<profile>/toolgate\n\
     BENCH_HTTP_UNPOOLED=1 rmcp's default HTTP client (a new TCP connection per\n\
@@ -675,6 +689,8 @@ enum Via {
     Http(Era),
     /// `examples/forwarder.rs` (1 thread, epoll).
     Forwarder,
+    /// No gateway: the client talks to echo_server over stdio.
+    Direct,
 }
 
 /// What the command line asked for.
@@ -720,6 +736,7 @@ fn parse_args() -> anyhow::Result<Option<Args>> {
             "--http" => parsed.via = Via::Http(Era::Session),
             "--http-modern" => parsed.via = Via::Http(Era::Modern),
             "--forwarder" => parsed.via = Via::Forwarder,
+            "--direct" => parsed.via = Via::Direct,
             "--memory" => parsed.memory_only = true,
             "-h" | "--help" => {
                 println!("{USAGE}");
