@@ -639,6 +639,7 @@ async fn soak(env: &Env, seconds: u64, callers: usize, via: Via) -> anyhow::Resu
     };
     route.cpu.measure(&mut cpu, work).await?;
     let calls = times.len();
+    anyhow::ensure!(calls > 0, "soak: no call finished in {seconds} s");
     let (gw_cpu, up_cpu) = cpu_cells(cpu, calls, route.cpu.gateway.is_some());
     let peak = peak_rss_kib(route.session.pid)?;
     let times = Stats::new(times);
