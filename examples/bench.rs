@@ -615,8 +615,8 @@ async fn soak(env: &Env, seconds: u64, callers: usize, via: Via) -> anyhow::Resu
     let mut cpu = (Duration::ZERO, Duration::ZERO);
     let start = Instant::now();
     // Each call's own time, so a soak also gives percentiles: the full run's sections take
-    // a few thousand samples each, and a sequential soak's p50 over 10^4..10^5 calls is
-    // steadier for comparing two builds.
+    // a few thousand samples each, and a sequential soak's p50 over thousands to tens of
+    // thousands of calls, builds alternating, is steadier for comparing two builds.
     let mut times = Vec::new();
     let work = async {
         let mut tasks = tokio::task::JoinSet::new();
