@@ -10,11 +10,18 @@ client's own CPU per call in that phase (`time.process_time()`).
 Usage: python scripts/py-sdk-calls.py TOOLGATE...
   run with the Python that .ci/interop-deps set up: target/interop/venv/bin/python
 Env: MODE (the client's connect mode: `legacy`, the initialize handshake, default; or
-`auto`, the SDK's default, which probes `server/discover` first), ROUNDS (default 3),
+`auto`, the SDK's default, which probes `server/discover` first), ROUNDS (default 4),
 SEQUENTIAL (calls per round, default 500), CONCURRENT (calls per round from 16 callers,
 default 3000).
+
+The paths take turns in one process, round by round, every other round in reverse order, with
+a garbage collection before each turn. In one fixed order, the binary given second read the
+higher stdio p50 in 7 of 8 runs, 2 of them with the same binary given twice (BENCHMARKS.md,
+issue 10). Even so, in two runs with this order one binary given twice read p50s 2–8% apart
+over stdio and 8–20% over HTTP: a smaller difference needs several runs.
 """
 
+import gc
 import os
 import re
 import socket
@@ -29,7 +36,7 @@ import anyio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-ROUNDS = int(os.environ.get("ROUNDS", 3))
+ROUNDS = int(os.environ.get("ROUNDS", 4))
 SEQUENTIAL = int(os.environ.get("SEQUENTIAL", 500))
 CONCURRENT = int(os.environ.get("CONCURRENT", 3000))
 MODE = os.environ.get("MODE", "legacy")
@@ -135,8 +142,8 @@ async def main():
                   "http": ([sys.executable, server, str(port)], r"Uvicorn running on (http://\S+)"),
                   "suffix": "/mcp"})
 
-    # Every path's client open at once, and the rounds interleaved, so that drift in
-    # background load hits every path alike.
+    # Every path's client open at once, and the rounds interleaved (see the module doc), so
+    # that drift in background load hits every path alike.
     processes = []
     try:
         async with AsyncExitStack() as stack:
@@ -154,8 +161,9 @@ async def main():
                 path["client"] = await stack.enter_async_context(Client(target, mode=MODE, read_timeout_seconds=60))
                 for _ in range(100):
                     await call(path["client"], path["tool"])
-            for _ in range(ROUNDS):
-                for path in paths:
+            for turn in range(ROUNDS):
+                for path in paths if turn % 2 == 0 else reversed(paths):
+                    gc.collect()
                     await round_of(path)
     finally:
         for process in processes:
