@@ -18,7 +18,7 @@ The paths take turns in one process, round by round, every other round in revers
 a garbage collection before each turn. In one fixed order, the binary given second read the
 higher stdio p50 in 7 of 8 runs, 2 of them with the same binary given twice (BENCHMARKS.md,
 issue 10). Even so, in two runs with this order one binary given twice read p50s 2–8% apart
-over stdio and 8–20% over HTTP: a smaller difference needs several runs.
+over stdio and 8–20% over HTTP (of the first): a smaller difference needs several runs.
 """
 
 import gc
